@@ -1,0 +1,204 @@
+"""Inference speed: bertkit vs Hugging Face ``BertModel`` (sdpa and eager), same weights.
+
+Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``, eval):
+
+* fixed length: random token ids, ``--seq-len`` tokens, batch sizes ``--batch-sizes``;
+* real variable-length text: SST-2 dev sentences from ``../shared/data`` (skipped when absent),
+  batch ``--text-batch``. Hugging Face gets the usual file-order batches padded to their
+  longest sentence; bertkit gets the batches its ``embed``/``fill-mask`` use (sorted by
+  length). "bertkit (file order)" runs bertkit on the Hugging Face batches too, so the
+  model speed and the batching gain can be told apart.
+
+Each figure is the best of ``--rounds`` interleaved rounds (the CPU may be shared), each
+round running at least ``--min-time`` seconds (and at least one batch). Every
+implementation's output is checked against bertkit's before timing.
+
+    python bench/inference.py                      # base and mini, a few minutes on 2 cores
+    python bench/inference.py --shapes mini --rounds 1 --min-time 0.5   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bertkit.checkpoint import save_pretrained
+from bertkit.config import BertConfig
+from bertkit.inference import length_batches
+from bertkit.model import BertModel
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="base,mini", help="comma-separated presets (default base,mini)")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch-sizes", default="8,32")
+    p.add_argument("--text-batch", type=int, default=32)
+    p.add_argument("--text-limit", type=int, default=0,
+                   help="SST-2 dev sentences to use (0 = all 872; base uses at most --base-text-limit)")
+    p.add_argument("--base-text-limit", type=int, default=320,
+                   help="cap on sentences for base/large shapes, to keep the run short")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best is kept")
+    p.add_argument("--min-time", type=float, default=1.5, help="seconds per measurement (at least)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    p.add_argument("--no-eager", action="store_true", help="skip Hugging Face eager attention")
+    p.add_argument("--json", help="also write the results as JSON to this file")
+    return p.parse_args(argv)
+
+
+def load_hf(directory, implementation):
+    import transformers
+
+    model = transformers.BertModel.from_pretrained(
+        directory, attn_implementation=implementation, local_files_only=True
+    )
+    return model.eval()
+
+
+def run_batches(model, batches, hf: bool):
+    with torch.inference_mode():
+        for ids, types, mask in batches:
+            if hf:
+                model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+            else:
+                model(ids, types, mask)
+
+
+def measure(model, batches, hf: bool, min_time: float) -> float:
+    """Sequences per second over repeated passes of ``batches`` (at least ``min_time`` s)."""
+    sequences = sum(b[0].shape[0] for b in batches)
+    done, start = 0, time.perf_counter()
+    while True:
+        run_batches(model, batches, hf)
+        done += sequences
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return done / elapsed
+
+
+def pad_batch(rows, pad_id=0):
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    return ids, torch.zeros_like(ids), mask
+
+
+def sst2_token_ids(limit: int):
+    """Token ids of SST-2 dev sentences ([CLS] ... [SEP]), or None when the data is absent."""
+    dev, vocab = DATA / "glue" / "SST-2" / "dev.tsv", DATA / "vocab" / "bert-base-uncased-vocab.txt"
+    if not dev.exists() or not vocab.exists():
+        return None
+    from bertkit.tokenizer import BertTokenizer
+
+    tok = BertTokenizer.from_file(vocab, lowercase=True)
+    with open(dev, encoding="utf-8") as f:
+        sentences = [row["sentence"] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    if limit:
+        sentences = sentences[:limit]
+    return [e.input_ids for e in tok.encode_batch(sentences, max_length=128)]
+
+
+def check_same_outputs(models, batch):
+    ids, types, mask = batch
+    with torch.inference_mode():
+        ref = models["bertkit"](ids, types, mask).last_hidden_state
+        for name, model in models.items():
+            if name.startswith("hf"):
+                out = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+                diff = (out - ref)[mask.bool()].abs().max().item()
+                if diff > 1e-3:
+                    raise SystemExit(f"{name} differs from bertkit by {diff:.2e}: not the same weights")
+
+
+def compare(label, workloads, models, args, results):
+    """Time each implementation on its workload, interleaved; print seq/s and ratios."""
+    best = dict.fromkeys(workloads, 0.0)
+    for round_ in range(args.rounds):
+        order = list(workloads) if round_ % 2 == 0 else list(reversed(list(workloads)))
+        for name in order:
+            model_name, batches = workloads[name]
+            speed = measure(models[model_name], batches, model_name.startswith("hf"), args.min_time)
+            best[name] = max(best[name], speed)
+    line = {"workload": label, "seq_per_s": best}
+    for ref in ("hf sdpa", "hf eager"):
+        if ref in best:
+            line[f"bertkit / {ref}"] = best["bertkit"] / best[ref]
+    results.append(line)
+    parts = [f"{n} {v:8.1f}" for n, v in best.items()]
+    ratios = [f"x{line[k]:.2f} vs {k.split(' / ')[1]}" for k in line if k.startswith("bertkit /")]
+    print(f"  {label:<28} seq/s: " + " | ".join(parts) + "   bertkit " + ", ".join(ratios), flush=True)
+
+
+def bench_shape(shape: str, args, results, text_ids):
+    config = BertConfig.preset(shape)
+    torch.manual_seed(0)
+    ours = BertModel(config).eval()
+    models = {"bertkit": ours}
+    with tempfile.TemporaryDirectory() as tmp:
+        save_pretrained(ours, tmp)
+        models["hf sdpa"] = load_hf(tmp, "sdpa")
+        if not args.no_eager:
+            models["hf eager"] = load_hf(tmp, "eager")
+    print(f"{shape}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"{config.num_attention_heads} heads", flush=True)
+
+    g = torch.Generator().manual_seed(1)
+    for batch_size in [int(b) for b in args.batch_sizes.split(",")]:
+        ids = torch.randint(1000, config.vocab_size, (batch_size, args.seq_len), generator=g)
+        batch = (ids, torch.zeros_like(ids), torch.ones_like(ids))
+        check_same_outputs(models, batch)
+        workloads = {name: (name, [batch]) for name in models}
+        compare(f"fixed seq {args.seq_len} batch {batch_size}", workloads, models, args, results)
+
+    if text_ids is None:
+        print("  (SST-2 dev not found under ../shared/data: variable-length text skipped)")
+        return
+    limit = args.base_text_limit if config.hidden_size >= 768 else len(text_ids)
+    rows = text_ids[:limit]
+    size = args.text_batch
+    file_order = [pad_batch(rows[i : i + size]) for i in range(0, len(rows), size)]
+    by_length = [pad_batch([rows[i] for i in group]) for group in length_batches([len(r) for r in rows], size)]
+    check_same_outputs(models, file_order[0])
+    workloads = {"bertkit": ("bertkit", by_length), "bertkit (file order)": ("bertkit", file_order)}
+    workloads.update({name: (name, file_order) for name in models if name.startswith("hf")})
+    padded = sum(b[0].numel() for b in file_order)
+    sorted_tokens = sum(b[0].numel() for b in by_length)
+    real = sum(len(r) for r in rows)
+    print(f"  SST-2 dev: {len(rows)} sentences, {real} tokens; padded tokens: file order {padded}, "
+          f"by length {sorted_tokens}", flush=True)
+    compare(f"SST-2 dev batch {size}", workloads, models, args, results)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("transformers is not installed: nothing to compare against", file=sys.stderr)
+        return 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, transformers {transformers.__version__}")
+    text_ids = sst2_token_ids(args.text_limit)
+    results: list[dict] = []
+    for shape in args.shapes.split(","):
+        bench_shape(shape.strip(), args, results, text_ids)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Pre-training step speed: bertkit vs Hugging Face ``BertForPreTraining``, side by side.
+
+One training step = forward + backward + gradient clipping (1.0) + AdamW, on the same shapes,
+batch and masking (15% of positions, at most 20 per 128 tokens, NSP labels). Three contenders:
+
+* ``bertkit``   - ``BertForPreTraining`` + ``bertkit.training.TrainStep`` (as ``bertkit pretrain``
+                  runs it: MLM head on the masked positions only, fused AdamW, non-finite guard);
+* ``hf``        - stock ``transformers.BertForPreTraining(labels=..., next_sentence_label=...)``
+                  (MLM head on every position) with ``torch.optim.AdamW`` (same groups);
+* ``hf-masked`` - the same HF model used carefully: ``model.bert(...)``, gather the masked
+                  positions, ``model.cls.predictions`` on them only, NSP on the pooled output.
+
+Prints ms/step (median of the best round), tokens/s and bertkit's speed-up over each.
+Example: ``python bench/pretrain.py --sizes tiny,mini,base``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+DEFAULT_BATCH = {"tiny": 32, "mini": 16, "small": 8, "medium": 8, "base": 4, "large": 2}
+DEFAULT_STEPS = {"tiny": 8, "mini": 6, "small": 4, "medium": 4, "base": 3, "large": 2}
+MASK_ID, CLS_ID, SEP_ID = 103, 101, 102
+
+
+def make_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
+    """Full-length ``[CLS] A [SEP] B [SEP]`` pairs with BERT's masking budget."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, vocab, (batch, seq), generator=g)
+    split = seq // 2
+    ids[:, 0], ids[:, split], ids[:, -1] = CLS_ID, SEP_ID, SEP_ID
+    types = torch.zeros_like(ids)
+    types[:, split + 1:] = 1
+    labels = torch.full_like(ids, -100)
+    per_seq = min(round(0.15 * seq), max(1, 20 * seq // 128))
+    candidates = [i for i in range(1, seq - 1) if i != split]
+    for row in range(batch):
+        chosen = torch.tensor(candidates)[torch.randperm(len(candidates), generator=g)[:per_seq]]
+        labels[row, chosen] = ids[row, chosen]
+        ids[row, chosen] = MASK_ID
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": torch.ones_like(ids),
+            "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
+
+
+def bertkit_step(size: str, vocab: int):
+    from bertkit.config import BertConfig
+    from bertkit.model import BertForPreTraining
+    from bertkit.training import TrainStep, build_optimizer, linear_warmup_decay
+
+    model = BertForPreTraining(BertConfig.preset(size, vocab_size=vocab)).train()
+    opt = build_optimizer(model, lr=1e-4)
+    step = TrainStep(model, opt, linear_warmup_decay(opt, 0, 10**6), device=torch.device("cpu"))
+    return lambda batch: step([batch], lambda m, b: m(**b))
+
+
+def _hf_model(size: str, vocab: int):
+    from transformers import BertConfig as HFConfig
+    from transformers import BertForPreTraining as HFBertForPreTraining
+
+    from bertkit.config import BertConfig
+
+    ours = BertConfig.preset(size, vocab_size=vocab)
+    config = HFConfig(vocab_size=vocab, hidden_size=ours.hidden_size,
+                      num_hidden_layers=ours.num_hidden_layers,
+                      num_attention_heads=ours.num_attention_heads,
+                      intermediate_size=ours.intermediate_size, hidden_act="gelu")
+    model = HFBertForPreTraining(config).train()
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=1e-4, eps=1e-6)
+    return model, opt
+
+
+def _hf_update(model, opt, loss):
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def hf_step(size: str, vocab: int):
+    model, opt = _hf_model(size, vocab)
+
+    def step(b):
+        out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                    attention_mask=b["attention_mask"], labels=b["mlm_labels"],
+                    next_sentence_label=b["next_sentence_label"])
+        _hf_update(model, opt, out.loss)
+
+    return step
+
+
+def hf_masked_step(size: str, vocab: int):
+    model, opt = _hf_model(size, vocab)
+
+    def step(b):
+        out = model.bert(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                         attention_mask=b["attention_mask"])
+        selected = b["mlm_labels"] != -100
+        logits = model.cls.predictions(out.last_hidden_state[selected])
+        nsp = model.cls.seq_relationship(out.pooler_output)
+        loss = F.cross_entropy(logits, b["mlm_labels"][selected]) + F.cross_entropy(
+            nsp, b["next_sentence_label"])
+        _hf_update(model, opt, loss)
+
+    return step
+
+
+CONTENDERS = {"bertkit": bertkit_step, "hf": hf_step, "hf-masked": hf_masked_step}
+
+
+def time_steps(step, batch, steps: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        step(batch)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step(batch)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="tiny,mini,base", help="comma-separated presets")
+    parser.add_argument("--seq", type=int, default=128, help="sequence length")
+    parser.add_argument("--batch", type=int, default=None, help="batch size (default per size: "
+                        + ", ".join(f"{k} {v}" for k, v in DEFAULT_BATCH.items()) + ")")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per round (default per size)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds alternating the contenders; best kept")
+    parser.add_argument("--vocab", type=int, default=30522, help="vocabulary size")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS), help="subset of " + ", ".join(CONTENDERS))
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    names = args.contenders.split(",")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, seq {args.seq}, vocab {args.vocab}")
+    print(f"{'size':6} {'batch':>5} {'contender':10} {'ms/step':>9} {'tokens/s':>10}  speed-up of bertkit")
+    for size in args.sizes.split(","):
+        batch_size = args.batch or DEFAULT_BATCH[size]
+        steps = args.steps or DEFAULT_STEPS[size]
+        batch = make_batch(batch_size, args.seq, args.vocab, seed=0)
+        torch.manual_seed(0)
+        fns = {name: CONTENDERS[name](size, args.vocab) for name in names}
+        best = {name: float("inf") for name in names}
+        for _ in range(args.rounds):
+            for name in names:
+                best[name] = min(best[name], statistics.median(time_steps(fns[name], batch, steps, args.warmup)))
+        tokens = batch_size * args.seq
+        for name in names:
+            ratio = ""
+            if name != "bertkit" and "bertkit" in best:
+                ratio = f"{best[name] / best['bertkit']:.2f}x"
+            print(f"{size:6} {batch_size:5d} {name:10} {best[name] * 1000:9.1f} {tokens / best[name]:10.0f}  {ratio}")
+        del fns
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""``bertkit`` entry point: discovers the command modules of :mod:`bertkit.cli`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import bertkit
+import bertkit.cli
+from bertkit.errors import BertkitError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertkit",
+        description="BERT end to end: tokenizer, model, pre-training, fine-tuning.",
+    )
+    parser.add_argument("--version", action="version", version=f"bertkit {bertkit.__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(bertkit.cli.__path__), key=lambda m: m.name):
+        if info.name == "main":
+            continue
+        module = importlib.import_module(f"bertkit.cli.{info.name}")
+        if hasattr(module, "register"):
+            module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        result = args.func(args)
+    except (BertkitError, FileNotFoundError) as e:
+        print(f"bertkit: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bertkit: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

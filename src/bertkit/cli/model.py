@@ -1,0 +1,216 @@
+"""Model commands: ``fill-mask``, ``embed``, ``convert``, ``info``.
+
+Heavy modules (torch, the model) are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+
+def _add_loading_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="model directory (bertkit or Hugging Face BERT)")
+    parser.add_argument("--vocab", help="vocab.txt to use when MODEL has none")
+    case = parser.add_mutually_exclusive_group()
+    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
+                      help="lower-case input (uncased vocabulary)")
+    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="token limit per input (default: the model's max_position_embeddings)")
+    parser.add_argument("--on-overflow", choices=["truncate", "error"], default="truncate",
+                        help="longer inputs: truncate with a warning (default) or fail")
+
+
+def _accept_negative_lists(parser: argparse.ArgumentParser) -> None:
+    """Let ``--layers -1,-2,-3,-4`` parse: argparse would take ``-1,-2,...`` for an option.
+
+    argparse treats an argument matching its negative-number pattern as a value; widen the
+    pattern of this parser (which has no option that looks like a number) to comma lists.
+    """
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$|^-\d*\.\d+$")
+
+
+def register(subparsers) -> None:
+    fill = subparsers.add_parser("fill-mask", help="predict the tokens behind [MASK]")
+    _add_loading_options(fill)
+    fill.add_argument("text", nargs="*", help='text with one or more [MASK], e.g. "the man went to the [MASK] ."')
+    fill.add_argument("--input", help="file with one text per line (instead of TEXT)")
+    fill.add_argument("--top-k", type=int, default=5)
+    fill.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    fill.set_defaults(func=run_fill_mask)
+
+    embed = subparsers.add_parser("embed", help="contextual features (feature-based BERT) to .npy or .jsonl")
+    _add_loading_options(embed)
+    embed.add_argument("--input", required=True,
+                       help="text file (one input per line) or TSV when --text-column is given")
+    embed.add_argument("--output", required=True, help="FILE.npy (pooled) or FILE.jsonl")
+    embed.add_argument("--text-column", help="TSV column (header name, or 0-based index for no header)")
+    embed.add_argument("--pair-column", help="TSV column of the second sentence of a pair")
+    embed.add_argument("--layers", default="-1", help="comma-separated hidden-state indexes, e.g. -1,-2,-3,-4")
+    embed.add_argument("--pool", choices=["cls", "mean", "none"], default="cls")
+    embed.add_argument("--combine", choices=["concat", "sum"], default="concat")
+    embed.set_defaults(func=run_embed)
+    _accept_negative_lists(embed)
+
+    convert = subparsers.add_parser("convert", help="copy a BERT directory into a bertkit/HF model directory")
+    convert.add_argument("source", help="a BERT directory (e.g. Hugging Face, legacy names, .bin)")
+    convert.add_argument("target", help="directory to write (config.json, model.safetensors, vocab.txt)")
+    convert.add_argument("--vocab", help="vocab.txt to use when SOURCE has none")
+    convert.add_argument("--model-class", help="e.g. BertForMaskedLM (default: from the config)")
+    convert.set_defaults(func=run_convert)
+
+    info = subparsers.add_parser("info", help="shape and parameter count of a model directory or preset")
+    info.add_argument("model", metavar="MODEL|PRESET", help="model directory, or tiny/mini/small/medium/base/large")
+    info.set_defaults(func=run_info)
+
+
+def _load(args):
+    from bertkit.inference import load
+
+    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype)
+
+
+def _text_lines(path: str) -> list[str]:
+    from bertkit.fileio import read_lines
+
+    return [line for _, line in read_lines(path) if line.strip()]
+
+
+def run_fill_mask(args) -> int:
+    texts = list(args.text)
+    if args.input:
+        texts += _text_lines(args.input)
+    if not texts:
+        raise BertkitError("fill-mask needs TEXT or --input FILE")
+    bert = _load(args)
+    results = bert.fill_mask(texts, top_k=args.top_k, batch_size=args.batch_size,
+                             max_length=args.max_length, on_overflow=args.on_overflow,
+                             progress=bool(args.input))
+    for text, masks in zip(texts, results):
+        if args.json:
+            print(json.dumps({"text": text, "masks": masks}, ensure_ascii=False))
+            continue
+        print(text)
+        for number, candidates in enumerate(masks, start=1):
+            label = f"[MASK] {number}" if len(masks) > 1 else "[MASK]"
+            print(f"  {label}")
+            for rank, c in enumerate(candidates, start=1):
+                print(f"    {rank:2d}. {c['token']:<20} {c['score']:.4f}")
+    return 0
+
+
+def read_inputs(path: str, text_column: str | None, pair_column: str | None):
+    """Texts (and pairs) from a plain text file or, when a column is given, a TSV file.
+
+    Columns given by name use the first line as header; by integer index, there is none.
+    """
+    from bertkit.errors import DataFormatError
+    from bertkit.fileio import read_lines
+
+    if text_column is None and pair_column is None:
+        return _text_lines(path), None
+    text_column = text_column if text_column is not None else "0"
+    by_index = text_column.isdigit() and (pair_column is None or pair_column.isdigit())
+    rows = [(n, line.split("\t")) for n, line in read_lines(path) if line.strip()]
+    if not rows:
+        return [], None
+    if by_index:
+        a, b = int(text_column), int(pair_column) if pair_column is not None else None
+    else:
+        header = rows.pop(0)[1]
+        try:
+            a = header.index(text_column)
+            b = header.index(pair_column) if pair_column is not None else None
+        except ValueError:
+            raise DataFormatError(path, f"header has no column {text_column!r}/{pair_column!r}: {header}", 1) from None
+    texts, pairs = [], [] if b is not None else None
+    for number, cells in rows:
+        if max(a, b or 0) >= len(cells):
+            raise DataFormatError(path, f"{len(cells)} columns, column {max(a, b or 0)} requested", number)
+        texts.append(cells[a])
+        if pairs is not None:
+            pairs.append(cells[b])
+    return texts, pairs
+
+
+def run_embed(args) -> int:
+    import numpy as np
+
+    from bertkit.fileio import atomic_path, atomic_write
+
+    try:
+        layers = [int(x) for x in args.layers.split(",") if x.strip()]
+    except ValueError:
+        raise BertkitError(f"--layers must be comma-separated integers, got {args.layers!r}") from None
+    output = Path(args.output)
+    if output.suffix not in (".npy", ".jsonl"):
+        raise BertkitError(f"--output must end in .npy or .jsonl, got {output.name}")
+    if output.suffix == ".npy" and args.pool == "none":
+        raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
+    texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
+    bert = _load(args)
+    try:
+        features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,
+                                      batch_size=args.batch_size, max_length=args.max_length,
+                                      on_overflow=args.on_overflow, progress=True, return_tokens=True)
+    except ValueError as e:
+        raise BertkitError(str(e)) from None
+    if output.suffix == ".npy":
+        with atomic_path(output) as tmp, open(tmp, "wb") as f:
+            np.save(f, features)
+    else:
+        with atomic_write(output) as f:
+            for i, vector in enumerate(features):
+                record = {"index": i, "text": texts[i]}
+                if pairs is not None:
+                    record["pair"] = pairs[i]
+                if args.pool == "none":
+                    record["tokens"] = tokens[i]
+                record["features"] = np.round(vector, 6).tolist()
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    width = features[0].shape[-1] if len(features) else 0
+    print(f"wrote {len(texts)} inputs x {width} features to {output}", file=sys.stderr)
+    return 0
+
+
+def run_convert(args) -> int:
+    from bertkit.checkpoint import load_pretrained, save_pretrained
+    from bertkit.inference import check_vocabulary, load_tokenizer
+    from bertkit.model import TASK_MODELS
+
+    model_class = None
+    if args.model_class:
+        if args.model_class not in TASK_MODELS:
+            raise BertkitError(f"unknown --model-class {args.model_class}; choose from {', '.join(TASK_MODELS)}")
+        model_class = TASK_MODELS[args.model_class]
+    model = load_pretrained(args.source, model_class)
+    tokenizer = load_tokenizer(args.source, args.vocab)
+    check_vocabulary(tokenizer, model, args.source)
+    save_pretrained(model, args.target, tokenizer=tokenizer)
+    print(f"wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.target}")
+    return 0
+
+
+def run_info(args) -> int:
+    from bertkit.checkpoint import load_config
+    from bertkit.config import PRESETS, BertConfig
+
+    config = BertConfig.preset(args.model) if args.model in PRESETS and not Path(args.model).exists() \
+        else load_config(args.model)
+    print(f"{args.model}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}, "
+          f"vocab {config.vocab_size}, max positions {config.max_position_embeddings}, "
+          f"attention {config.attention}")
+    total = config.num_parameters()
+    print(f"parameters (embeddings + encoder + pooler): {total:,} ({total / 1e6:.0f}M)")
+    return 0

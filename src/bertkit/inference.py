@@ -1,0 +1,270 @@
+"""Fill-mask and feature extraction: the library API behind ``bertkit fill-mask`` / ``embed``.
+
+In a notebook::
+
+    from bertkit.inference import load
+    bert = load("path/to/model")                      # any BERT directory (bertkit or HF)
+    bert.fill_mask("the man went to the [MASK] .")    # [[{"token": ..., "score": ...}, ...]]
+    bert.embed(["a sentence", "another"], layers=(-1, -2, -3, -4), pool="cls")  # (2, 4H)
+
+Inputs are batched by length (sorted, so a batch holds sequences of nearly equal length and
+almost no compute goes to padding); results come back in input order. A sequence longer
+than ``max_length`` (default ``max_position_embeddings``) is truncated with a warning, or is
+an error with ``on_overflow="error"``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.checkpoint import load_pretrained
+from bertkit.errors import BertkitError, CheckpointError
+from bertkit.model import BertModel, BertPreTrainedModel
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+POOLINGS = ("cls", "mean", "none")
+COMBINES = ("concat", "sum")
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest batch first."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def check_vocabulary(tokenizer: Any, model: BertPreTrainedModel, source: str) -> None:
+    """A tokenizer whose size differs from the checkpoint's ``vocab_size`` is an error."""
+    if len(tokenizer) != model.config.vocab_size:
+        raise CheckpointError(
+            f"{source}: the vocabulary has {len(tokenizer)} tokens but the checkpoint's "
+            f"vocab_size is {model.config.vocab_size}; use the vocabulary the model was trained with"
+        )
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise BertkitError("--device cuda requested but no CUDA device is available")
+    return device
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise BertkitError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+class BertInference:
+    """A loaded model + tokenizer, on a device and in a dtype, in eval mode."""
+
+    def __init__(
+        self,
+        model: BertPreTrainedModel,
+        tokenizer: Any,
+        device: str | torch.device = "cpu",
+        dtype: str | torch.dtype = "float32",
+        source: str = "model",
+    ):
+        check_vocabulary(tokenizer, model, source)
+        self.device = resolve_device(device)
+        self.model = model.to(device=self.device, dtype=resolve_dtype(dtype)).eval()
+        self.tokenizer = tokenizer
+        self.source = source
+        self.max_positions = model.config.max_position_embeddings
+
+    @property
+    def encoder(self) -> BertModel:
+        return self.model.encoder_model()
+
+    # ------------------------------------------------------------------ encoding
+    def encode(self, texts, pairs=None, max_length=None, on_overflow="truncate"):
+        """Token encodings (specials added), truncated to ``max_length`` as documented above."""
+        if on_overflow not in ("truncate", "error"):
+            raise ValueError(f"on_overflow must be 'truncate' or 'error', got {on_overflow!r}")
+        limit = min(max_length or self.max_positions, self.max_positions)
+        encodings = self.tokenizer.encode_batch(texts, pairs, max_length=limit, truncation="longest_first")
+        overflowing = [i for i, enc in enumerate(encodings) if getattr(enc, "num_truncated", 0)]
+        if overflowing:
+            first = overflowing[0]
+            length = len(encodings[first].input_ids) + encodings[first].num_truncated
+            if on_overflow == "error":
+                raise BertkitError(
+                    f"input {first + 1} has {length} tokens, more than the limit of {limit} "
+                    f"({len(overflowing)} input(s) too long); shorten it or use on_overflow='truncate'"
+                )
+            warnings.warn(
+                f"{len(overflowing)} input(s) longer than {limit} tokens were truncated "
+                f"(first: input {first + 1}, {length} tokens)",
+                stacklevel=3,
+            )
+        return encodings
+
+    def _batches(self, encodings, batch_size: int, progress: bool, desc: str) -> Iterator:
+        """``(indices, input_ids, token_type_ids, attention_mask)`` per length-sorted batch."""
+        from tqdm.auto import tqdm
+
+        groups = length_batches([len(e.input_ids) for e in encodings], batch_size)
+        for indices in tqdm(groups, desc=desc, unit="batch", disable=not progress):
+            width = max(len(encodings[i].input_ids) for i in indices)
+            ids = torch.zeros(len(indices), width, dtype=torch.long)
+            types = torch.zeros_like(ids)
+            mask = torch.zeros_like(ids)
+            for row, i in enumerate(indices):
+                enc = encodings[i]
+                n = len(enc.input_ids)
+                ids[row, :n] = torch.tensor(enc.input_ids)
+                types[row, :n] = torch.tensor(enc.token_type_ids)
+                mask[row, :n] = 1
+            if self.tokenizer.pad_token_id:
+                ids.masked_fill_(mask == 0, self.tokenizer.pad_token_id)
+            yield indices, ids.to(self.device), types.to(self.device), mask.to(self.device)
+
+    # ------------------------------------------------------------------ fill-mask
+    def fill_mask(
+        self,
+        texts: str | Sequence[str],
+        top_k: int = 5,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        on_overflow: str = "truncate",
+        progress: bool = False,
+    ):
+        """Top-k predictions for every ``[MASK]`` in each text.
+
+        One text -> a list (one entry per ``[MASK]``, left to right) of ``top_k`` dicts
+        ``{"token", "token_id", "score"}`` (softmax probability, best first); a list of
+        texts -> a list of those.
+        """
+        head = getattr(self.model, "mlm_head", None)
+        if head is None:
+            raise CheckpointError(f"{self.source}: the checkpoint has no masked-LM head for fill-mask")
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        encodings = self.encode(texts, max_length=max_length, on_overflow=on_overflow)
+        mask_id = self.tokenizer.mask_token_id
+        for i, enc in enumerate(encodings):
+            if mask_id not in enc.input_ids:
+                raise BertkitError(f"input {i + 1} has no [MASK] token (after truncation): {texts[i]!r}")
+        results: list[Any] = [None] * len(texts)
+        with torch.inference_mode():
+            for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "fill-mask"):
+                hidden = self.encoder(ids, types, mask).last_hidden_state
+                where = ids == mask_id
+                probs = head(hidden[where]).float().softmax(-1)
+                scores, token_ids = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+                rows = where.nonzero()[:, 0].tolist()
+                for r, s, t in zip(rows, scores.tolist(), token_ids.tolist()):
+                    index = indices[r]
+                    if results[index] is None:
+                        results[index] = []
+                    tokens = self.tokenizer.convert_ids_to_tokens(t)
+                    results[index].append(
+                        [{"token": a, "token_id": b, "score": c} for a, b, c in zip(tokens, t, s)]
+                    )
+        return results[0] if single else results
+
+    # ------------------------------------------------------------------ embeddings
+    def embed(
+        self,
+        texts: str | Sequence[str],
+        pairs: Sequence[str] | None = None,
+        layers: Sequence[int] = (-1,),
+        pool: str = "cls",
+        combine: str = "concat",
+        batch_size: int = 32,
+        max_length: int | None = None,
+        on_overflow: str = "truncate",
+        progress: bool = False,
+        return_tokens: bool = False,
+    ):
+        """Contextual features (the paper's feature-based approach, section 5.3).
+
+        ``layers`` index the hidden states (0 = embedding output, -1 = last layer);
+        ``combine`` joins them (``concat`` -> width len(layers) * H, or ``sum``). ``pool``:
+        ``cls`` = the ``[CLS]`` vector, ``mean`` = mean over the sequence's tokens (specials
+        included, padding excluded), both returning a float32 array (N, D); ``none`` returns a
+        list of (T_i, D) arrays, one per input. ``return_tokens`` also returns each input's
+        wordpieces.
+        """
+        if pool not in POOLINGS:
+            raise ValueError(f"pool must be one of {POOLINGS}, got {pool!r}")
+        if combine not in COMBINES:
+            raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+        num_states = self.model.config.num_hidden_layers + 1
+        layers = list(layers)
+        for layer in layers:
+            if not -num_states <= layer < num_states:
+                raise ValueError(f"layer {layer} out of range for {num_states} hidden states (0..{num_states - 1})")
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if single and pairs is not None and isinstance(pairs, str):
+            pairs = [pairs]
+        encodings = self.encode(texts, pairs, max_length=max_length, on_overflow=on_overflow)
+        results: list[Any] = [None] * len(texts)
+        with torch.inference_mode():
+            for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "embed"):
+                out = self.encoder(ids, types, mask, output_hidden_states=layers != [-1])
+                states = [out.last_hidden_state] if layers == [-1] else [out.hidden_states[k] for k in layers]
+                features = torch.cat(states, dim=-1) if combine == "concat" else torch.stack(states).sum(0)
+                features = features.float()
+                if pool == "cls":
+                    pooled = features[:, 0]
+                elif pool == "mean":
+                    weights = mask.unsqueeze(-1).to(features.dtype)
+                    pooled = (features * weights).sum(1) / weights.sum(1)
+                for row, index in enumerate(indices):
+                    if pool == "none":
+                        n = len(encodings[index].input_ids)
+                        results[index] = features[row, :n].cpu().numpy()
+                    else:
+                        results[index] = pooled[row].cpu().numpy()
+        if pool != "none":
+            width = features.shape[-1] if texts else 0
+            results = np.stack(results) if results else np.zeros((0, width), dtype=np.float32)
+            if single:
+                results = results[0]
+        elif single:
+            results = results[0]
+        if return_tokens:
+            tokens = [self.tokenizer.convert_ids_to_tokens(e.input_ids) for e in encodings]
+            return results, (tokens[0] if single else tokens)
+        return results
+
+
+def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None):
+    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt)."""
+    from bertkit.tokenizer import BertTokenizer
+
+    if vocab is not None:
+        return BertTokenizer.from_file(vocab, lowercase=True if lowercase is None else lowercase)
+    try:
+        tokenizer = BertTokenizer.from_pretrained(model_dir)
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{model_dir}: no vocab.txt or tokenizer.json; pass the vocabulary (--vocab FILE)"
+        ) from None
+    if lowercase is not None and lowercase != tokenizer.lowercase:
+        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase)
+    return tokenizer
+
+
+def load(
+    model_dir: str | Path,
+    vocab: str | Path | None = None,
+    lowercase: bool | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    model_class: type[BertPreTrainedModel] | None = None,
+) -> BertInference:
+    """Load a model directory (bertkit or Hugging Face BERT) ready for fill-mask / embed."""
+    model = load_pretrained(model_dir, model_class)
+    tokenizer = load_tokenizer(model_dir, vocab, lowercase)
+    return BertInference(model, tokenizer, device=device, dtype=dtype, source=str(model_dir))

@@ -1,0 +1,164 @@
+"""SQuAD exact match and F1, exactly as the official SQuAD v2.0 evaluation script.
+
+The official script also scores v1.1 files (every question answerable), so one function,
+:func:`squad_evaluate`, serves both versions and returns the script's JSON dict: same
+keys, same order, same float values (sums are taken in the same order).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+__all__ = [
+    "compute_exact",
+    "compute_f1",
+    "find_best_threshold",
+    "normalize_answer",
+    "squad_evaluate",
+]
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, drop ASCII punctuation, drop the articles a/an/the, collapse whitespace."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _tokens(text: str) -> list[str]:
+    return normalize_answer(text).split() if text else []
+
+
+def compute_exact(gold: str, prediction: str) -> int:
+    """1 when the normalised strings are equal, else 0."""
+    return int(normalize_answer(gold) == normalize_answer(prediction))
+
+
+def compute_f1(gold: str, prediction: str) -> float:
+    """Bag-of-tokens F1 of the normalised strings; an empty side scores 1 only if both are."""
+    gold_tokens, pred_tokens = _tokens(gold), _tokens(prediction)
+    if not gold_tokens or not pred_tokens:
+        return int(gold_tokens == pred_tokens)
+    same = sum((Counter(gold_tokens) & Counter(pred_tokens)).values())
+    if same == 0:
+        return 0
+    precision = 1.0 * same / len(pred_tokens)
+    recall = 1.0 * same / len(gold_tokens)
+    return (2 * precision * recall) / (precision + recall)
+
+
+def _questions(dataset_json) -> Iterator[dict]:
+    """Every question dict of a SQuAD file (the parsed JSON, or its ``data`` list)."""
+    articles = dataset_json["data"] if isinstance(dataset_json, Mapping) else dataset_json
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            yield from paragraph["qas"]
+
+
+def _raw_scores(dataset_json, predictions: Mapping[str, str]):
+    """Per-question (exact, f1) maxed over gold answers; unanswerable gold is ``[""]``.
+
+    Returns ``(has_answer, exact, f1)`` dicts keyed by question id in dataset order;
+    questions without a prediction are left out of ``exact``/``f1`` (as the script).
+    """
+    has_answer, exact, f1 = {}, {}, {}
+    for qa in _questions(dataset_json):
+        qid = qa["id"]
+        has_answer[qid] = bool(qa["answers"])
+        gold = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
+        if qid not in predictions:
+            continue
+        exact[qid] = max(compute_exact(g, predictions[qid]) for g in gold)
+        f1[qid] = max(compute_f1(g, predictions[qid]) for g in gold)
+    return has_answer, exact, f1
+
+
+def _apply_threshold(scores, na_probs, has_answer, threshold):
+    """Questions with ``na_prob > threshold`` are predicted unanswerable: 1.0 iff they are."""
+    return {
+        qid: float(not has_answer[qid]) if na_probs[qid] > threshold else score
+        for qid, score in scores.items()
+    }
+
+
+def _summary(exact, f1, qids=None) -> dict:
+    """``{"exact", "f1", "total"}`` in percent over ``qids`` (all scored ids when empty)."""
+    if not qids:
+        total = len(exact)
+        return {
+            "exact": 100.0 * sum(exact.values()) / total,
+            "f1": 100.0 * sum(f1.values()) / total,
+            "total": total,
+        }
+    total = len(qids)
+    return {
+        "exact": 100.0 * sum(exact[k] for k in qids) / total,
+        "f1": 100.0 * sum(f1[k] for k in qids) / total,
+        "total": total,
+    }
+
+
+def find_best_threshold(predictions, scores, na_probs, has_answer) -> tuple[float, float]:
+    """Best score (percent) over no-answer thresholds, and the threshold reaching it.
+
+    Start from "abstain everywhere" (score = number of unanswerable questions); walk the
+    questions by increasing ``na_prob`` (ties in ``na_probs`` order), answering each in
+    turn: an answerable one adds its score, an unanswerable one loses 1 if the model gave
+    a non-empty answer. The threshold is the ``na_prob`` where the running score peaks
+    (0.0 if abstaining everywhere is best). Percent is of the number of scored questions.
+    """
+    current = best = sum(1 for v in has_answer.values() if not v)
+    best_threshold = 0.0
+    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1
+        if current > best:
+            best, best_threshold = current, na_probs[qid]
+    return 100.0 * best / len(scores), best_threshold
+
+
+def _check_inputs(exact, na_probs) -> None:
+    """Refuse inputs the official script would crash on, with a clear message."""
+    if not exact:
+        raise ValueError("no question of the dataset has a prediction")
+    missing = [qid for qid in exact if qid not in na_probs]
+    if missing:
+        raise ValueError(f"{len(missing)} questions lack a no-answer probability, e.g. {missing[0]}")
+
+
+def squad_evaluate(dataset_json, predictions: Mapping[str, str], na_probs=None,
+                   na_prob_thresh: float = 1.0) -> dict:
+    """The official SQuAD v2.0 script's output dict for ``predictions`` ({id: text}).
+
+    Keys, in order: ``exact, f1, total``, then ``HasAns_exact/_f1/_total`` if any question
+    is answerable, ``NoAns_…`` if any is not, and when ``na_probs`` ({id: probability or
+    null odds}) is given ``best_exact, best_exact_thresh, best_f1, best_f1_thresh``.
+    Scores are percentages. Questions without a prediction are skipped in the overall
+    figures as in the script; the script then fails on the HasAns/NoAns breakdown, which
+    here counts only the questions that have a prediction.
+    """
+    has_answer, exact_raw, f1_raw = _raw_scores(dataset_json, predictions)
+    given_probs = na_probs is not None
+    na_probs = na_probs if given_probs else {k: 0.0 for k in predictions}
+    _check_inputs(exact_raw, na_probs)
+    exact = _apply_threshold(exact_raw, na_probs, has_answer, na_prob_thresh)
+    f1 = _apply_threshold(f1_raw, na_probs, has_answer, na_prob_thresh)
+    result = _summary(exact, f1)
+    for prefix, wanted in (("HasAns", True), ("NoAns", False)):
+        qids = [k for k, v in has_answer.items() if v is wanted and k in exact]
+        if qids:
+            result.update({f"{prefix}_{k}": v for k, v in _summary(exact, f1, qids).items()})
+    if given_probs:
+        for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
+            best, threshold = find_best_threshold(predictions, raw, na_probs, has_answer)
+            result[f"best_{name}"], result[f"best_{name}_thresh"] = best, threshold
+    return result

@@ -1,0 +1,27 @@
+"""The BERT network and its heads (see docs/model.md and docs/design.md)."""
+
+from bertkit.model.bert import BertModel, BertPooler, BertPreTrainedModel
+from bertkit.model.heads import (
+    TASK_MODELS,
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from bertkit.model.outputs import ModelOutput
+
+__all__ = [
+    "TASK_MODELS",
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertPooler",
+    "BertPreTrainedModel",
+    "ModelOutput",
+]

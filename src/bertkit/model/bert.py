@@ -1,0 +1,107 @@
+"""``BertModel``: embeddings + Transformer encoder + pooler, and the base class of every head.
+
+``BertPreTrainedModel`` holds the config and the BERT initialisation (normal(0,
+``initializer_range``) weights, zero biases, LayerNorm weight 1 / bias 0). Every model with
+a head keeps its encoder under the attribute ``bert``; checkpoint names follow from that.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.encoder import BertEncoder
+from bertkit.model.outputs import ModelOutput
+
+
+class BertPreTrainedModel(nn.Module):
+    """Base of every bertkit network: ``config`` plus BERT's weight initialisation."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+
+    def init_weights(self) -> None:
+        """Initialise every sub-module as BERT does (call at the end of ``__init__``)."""
+        self.apply(self._init_module)
+
+    def _init_module(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def encoder_model(self) -> BertModel:
+        """The ``BertModel`` inside (``self`` for a bare ``BertModel``)."""
+        return self if isinstance(self, BertModel) else self.bert
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    def num_parameters(self) -> int:
+        """Distinct parameters (a tied tensor counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+class BertPooler(nn.Module):
+    """``tanh(W h_[CLS] + b)``: the fixed-size summary used by sentence-level heads."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))
+
+
+class BertModel(BertPreTrainedModel):
+    """The bare encoder.
+
+    ``forward(input_ids (B, T), token_type_ids (B, T) | None, attention_mask (B, T) | None,
+    output_hidden_states, output_attentions)`` -> :class:`ModelOutput` with
+    ``last_hidden_state`` (B, T, H), ``pooled_output`` (B, H) when the pooler exists,
+    ``hidden_states`` (embedding output + every layer) and ``attentions`` when asked.
+    ``attention_mask`` is 1 for real tokens, 0 for padding.
+    """
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> ModelOutput:
+        key_mask = None
+        if attention_mask is not None:
+            key_mask = attention_mask.bool()
+            if bool(key_mask.all()):
+                key_mask = None  # no padding: let the kernels skip the mask
+        embedded = self.embeddings(input_ids, token_type_ids)
+        last, all_hidden, all_attentions = self.encoder(
+            embedded, key_mask, output_hidden_states, output_attentions
+        )
+        return ModelOutput(
+            last_hidden_state=last,
+            pooled_output=self.pooler(last) if self.pooler is not None else None,
+            hidden_states=all_hidden,
+            attentions=all_attentions,
+        )

@@ -1,0 +1,313 @@
+"""``create_pretraining_data``: corpus text in, sharded pre-training instances out.
+
+The corpus is read as a stream and grouped into chunks of documents
+(:func:`~bertkit.pretraining.documents.iter_chunks`). Each chunk is tokenized, packed into
+instances (``dupe_factor`` passes, NotNext B from another document of the same chunk),
+shuffled and (static masking) masked with generators seeded from ``(seed, chunk index)``
+alone; chunks run on ``workers`` processes and are written in chunk order. The output is
+therefore byte-identical for a given seed and corpus whatever the number of workers, and
+memory holds only a few chunks at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import multiprocessing
+import random
+import sys
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from bertkit.errors import BertkitError, DataFormatError
+from bertkit.fileio import atomic_write
+from bertkit.pretraining.documents import Chunk, iter_chunks, iter_documents
+from bertkit.pretraining.instances import instances_from_document
+from bertkit.pretraining.masking import MaskingConfig, VocabInfo, mask_batch
+from bertkit.pretraining.shards import (
+    FORMAT,
+    FORMAT_VERSION,
+    META_NAME,
+    MLM_FIELDS,
+    STATIC_FIELDS,
+    VOCAB_INFO_NAME,
+    ShardWriter,
+    remove_stale_files,
+    write_meta,
+)
+
+MASK_BLOCK = 4096  # rows masked at once (part of the output's definition: keep it fixed)
+STAT_KEYS = ("documents", "sentences", "instances", "tokens", "is_next", "predictions", "candidates")
+
+
+@dataclass(frozen=True)
+class CreationSettings:
+    """Everything that decides the output (all of it is stored in ``meta.json``)."""
+
+    max_seq_length: int = 128
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 5
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    whole_word_mask: bool = False
+    dynamic_masking: bool = False
+    split_sentences: bool = False
+    lowercase: bool = True
+    seed: int = 12345
+    chunk_sentences: int = 20_000
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise ValueError("max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP])")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError("short_seq_prob must be in [0, 1]")
+        if self.dupe_factor < 1:
+            raise ValueError("dupe_factor must be at least 1")
+        if self.seed < 0:
+            raise ValueError("seed must be non-negative")
+        MaskingConfig(self.masked_lm_prob, self.max_predictions_per_seq, self.whole_word_mask)
+
+    @property
+    def masking(self) -> MaskingConfig:
+        return MaskingConfig(self.masked_lm_prob, self.max_predictions_per_seq, self.whole_word_mask)
+
+
+@dataclass
+class _Job:
+    """What a worker needs besides the chunk (picklable)."""
+
+    settings: CreationSettings
+    vocab_file: str
+    ids_dtype: str
+    special_ids: dict = field(default_factory=dict)
+
+
+_TOKENIZERS: dict = {}
+
+
+def _tokenizer(vocab_file: str, lowercase: bool):
+    """One tokenizer per process and vocabulary (workers build theirs on first use)."""
+    key = (vocab_file, lowercase)
+    if key not in _TOKENIZERS:
+        from bertkit.tokenizer import BertTokenizer
+
+        _TOKENIZERS[key] = BertTokenizer.from_file(vocab_file, lowercase=lowercase)
+    return _TOKENIZERS[key]
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab_info(vocab_file: str, lowercase: bool) -> VocabInfo:
+    tok = _tokenizer(vocab_file, lowercase)
+    return VocabInfo.from_tokens(tok.convert_ids_to_tokens(list(range(len(tok)))))
+
+
+def process_chunk(chunk: Chunk, job: _Job) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Tokenize, pack (``dupe_factor`` passes), shuffle and (static) mask one chunk.
+
+    Returns ``(rows, statistics)``: the chunk's instances as arrays (see ``shards``) in a
+    random order, and counts for the summary.
+
+    A pure function of the chunk, its index and the settings.
+    """
+    s = job.settings
+    tok = _tokenizer(job.vocab_file, s.lowercase)
+    documents = []
+    for text_document in chunk.documents:
+        document = [ids for ids in map(tok.text_to_ids, text_document) if ids]
+        if document:
+            documents.append(document)
+    stats = dict.fromkeys(STAT_KEYS, 0)
+    stats["documents"] = len(documents)
+    stats["sentences"] = sum(len(d) for d in documents)
+    if len(documents) < 2:
+        return {}, stats  # the caller reports it: the corpus has fewer than two documents
+
+    seeds = np.random.SeedSequence([s.seed, chunk.index]).generate_state(4)
+    rng = random.Random(int.from_bytes(seeds.tobytes(), "little"))
+    passes = []  # one pass per dupe, laid out as compact arrays right away
+    for _ in range(s.dupe_factor):
+        instances = [
+            instance
+            for index in range(len(documents))
+            for instance in instances_from_document(documents, index, s.max_seq_length, s.short_seq_prob, rng)
+        ]
+        passes.append(_rows(instances, job))
+    order = list(range(sum(len(p["lengths"]) for p in passes)))
+    rng.shuffle(order)
+    rows = {key: np.concatenate([p[key] for p in passes])[order] for key in passes[0]}
+    stats["instances"] = len(order)
+    stats["tokens"] = int(rows["lengths"].sum())
+    stats["is_next"] = int((rows["next_sentence_label"] == 0).sum())
+    special = _vocab_info(job.vocab_file, s.lowercase).special
+    stats["candidates"] = int((~special[rows["input_ids"]]).sum())
+    if not s.dynamic_masking:
+        _mask_rows(rows, chunk.index, job)
+        stats["predictions"] = int((rows["mlm_positions"] >= 0).sum())
+    return rows, stats
+
+
+def _rows(instances, job: _Job) -> dict[str, np.ndarray]:
+    """Lay instances out as padded ``[CLS] A [SEP] B [SEP]`` arrays."""
+    T, ids = job.settings.max_seq_length, job.special_ids
+    n = len(instances)
+    input_ids = np.full((n, T), ids["pad"], dtype=job.ids_dtype)
+    lengths = np.empty(n, dtype=np.int32)
+    b_starts = np.empty(n, dtype=np.int32)
+    labels = np.empty(n, dtype=np.int8)
+    cls, sep = ids["cls"], ids["sep"]
+    for row, inst in enumerate(instances):
+        sequence = [cls, *inst.tokens_a, sep, *inst.tokens_b, sep]
+        input_ids[row, : len(sequence)] = sequence
+        lengths[row] = len(sequence)
+        b_starts[row] = len(inst.tokens_a) + 2
+        labels[row] = 1 if inst.is_random_next else 0
+    return {"input_ids": input_ids, "lengths": lengths, "b_starts": b_starts, "next_sentence_label": labels}
+
+
+def _mask_rows(rows: dict[str, np.ndarray], chunk_index: int, job: _Job) -> None:
+    """Static masking in place; adds ``mlm_positions`` / ``mlm_ids``."""
+    s = job.settings
+    info = _vocab_info(job.vocab_file, s.lowercase)
+    rng = np.random.default_rng([s.seed, chunk_index, 1])
+    blocks = [  # blocks of rows bound the temporary (rows, T) arrays of the sort
+        mask_batch(rows["input_ids"][start : start + MASK_BLOCK], info, s.masking, rng)
+        for start in range(0, len(rows["input_ids"]), MASK_BLOCK)
+    ]
+    rows["input_ids"] = np.concatenate([b[0] for b in blocks])
+    positions = np.concatenate([b[1] for b in blocks])
+    rows["mlm_positions"] = positions.astype(np.int16 if s.max_seq_length <= 32767 else np.int32)
+    rows["mlm_ids"] = np.concatenate([b[2] for b in blocks])
+
+
+def _results(chunks, job: _Job, workers: int):
+    """Chunk results in chunk order; at most ``2 * workers`` chunks in flight."""
+    if workers <= 1:
+        for chunk in chunks:
+            yield process_chunk(chunk, job)
+        return
+    with multiprocessing.get_context().Pool(workers) as pool:
+        window: deque = deque()
+        for chunk in chunks:
+            window.append(pool.apply_async(process_chunk, (chunk, job)))
+            if len(window) >= 2 * workers:
+                yield window.popleft().get()
+        while window:
+            yield window.popleft().get()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def create_pretraining_data(
+    inputs: list[str | Path],
+    vocab_file: str | Path,
+    output_dir: str | Path,
+    settings: CreationSettings | None = None,
+    *,
+    workers: int = 1,
+    shard_size: int = 100_000,
+    progress: bool = True,
+) -> dict:
+    """Write pre-training data for ``inputs`` into ``output_dir``; return the ``meta.json`` dict.
+
+    ``meta["summary"]`` holds documents, sentences, instances, tokens, the IsNext share and
+    the masked share (predictions / non-special tokens; None with dynamic masking).
+    Raises :class:`~bertkit.errors.DataFormatError` for an empty corpus, a corpus of one
+    document or undecodable input (file and line named). An existing ``meta.json`` in
+    ``output_dir`` is removed first, so an interrupted run never leaves a directory that
+    reads as finished.
+    """
+    settings = settings or CreationSettings()
+    inputs = [Path(p) for p in inputs]
+    if not inputs:
+        raise BertkitError("no input files given")
+    for path in inputs:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+    vocab_file = Path(vocab_file)
+    tok = _tokenizer(str(vocab_file), settings.lowercase)
+    try:
+        info = _vocab_info(str(vocab_file), settings.lowercase)
+    except ValueError as e:
+        raise DataFormatError(vocab_file, str(e)) from None
+    job = _Job(
+        settings,
+        str(vocab_file),
+        "uint16" if len(tok) <= 1 << 16 else "int32",
+        {"pad": tok.pad_token_id, "cls": tok.cls_token_id, "sep": tok.sep_token_id},
+    )
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / META_NAME).unlink(missing_ok=True)
+    for leftover in output.glob(".shard-*.tmp"):  # from a run that was killed outright
+        leftover.unlink()
+
+    fields = STATIC_FIELDS + (() if settings.dynamic_masking else MLM_FIELDS)
+    writer = ShardWriter(output, shard_size, fields)
+    totals = dict.fromkeys(STAT_KEYS, 0)
+    chunks = iter_chunks(iter_documents(inputs, settings.split_sentences), settings.chunk_sentences)
+    bar = tqdm(unit="doc", desc="pretrain-data", disable=not progress, file=sys.stderr)
+    with bar:
+        for rows, stats in _results(chunks, job, workers):
+            if stats["documents"] < 2 and not rows:
+                raise DataFormatError(
+                    inputs[0] if len(inputs) == 1 else ", ".join(map(str, inputs)),
+                    f"found {stats['documents']} document(s): next-sentence pairs need at "
+                    "least two (separate documents with a blank line)",
+                )
+            writer.add(rows)
+            for key in STAT_KEYS:
+                totals[key] += stats[key]
+            bar.update(stats["documents"])
+            bar.set_postfix(instances=totals["instances"])
+    if totals["documents"] == 0:
+        raise DataFormatError(", ".join(map(str, inputs)), "the corpus holds no text")
+    shards = writer.close()
+    remove_stale_files(output, len(shards))
+    with atomic_write(output / VOCAB_INFO_NAME, "wb") as f:
+        np.savez(f, continuation=info.continuation, special=info.special, random_pool=info.random_pool)
+    meta = _meta(settings, job, tok, vocab_file, inputs, shards, totals)
+    write_meta(output, meta)
+    return meta
+
+
+def _meta(settings, job, tok, vocab_file, inputs, shards, totals) -> dict:
+    n = totals["instances"]
+    summary = dict(totals)
+    summary["is_next_share"] = totals["is_next"] / n if n else None
+    summary["masked_share"] = (
+        None if settings.dynamic_masking else totals["predictions"] / max(1, totals["candidates"])
+    )
+    summary["mean_length"] = totals["tokens"] / n if n else None
+    config = asdict(settings)
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "max_seq_length": settings.max_seq_length,
+        "vocab_size": len(tok),
+        "vocab_file": vocab_file.name,
+        "vocab_sha256": _sha256(vocab_file),
+        "input_ids_dtype": job.ids_dtype,
+        "pad_id": tok.pad_token_id,
+        "cls_id": tok.cls_token_id,
+        "sep_id": tok.sep_token_id,
+        "mask_id": tok.mask_token_id,
+        "masking": "dynamic" if settings.dynamic_masking else "static",
+        "masked_lm_prob": settings.masked_lm_prob,
+        "max_predictions_per_seq": settings.max_predictions_per_seq,
+        "whole_word_mask": settings.whole_word_mask,
+        "settings": config,
+        "inputs": [p.name for p in inputs],
+        "num_instances": n,
+        "shards": shards,
+        "summary": summary,
+    }

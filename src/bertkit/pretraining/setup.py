@@ -1,0 +1,117 @@
+"""What a pre-training run starts from: datasets, tokenizer and model.
+
+Contract:
+
+* ``open_datasets(config) -> (train, eval_or_None)``: :class:`PretrainingDataset` views;
+  ``ltr`` reads the original tokens (``unmasked``), the others the masks as stored or drawn
+  dynamically (``config.dynamic_masking``; seeded by ``config.seed``, so a function of
+  ``(seed, epoch, index)``).
+* ``build_tokenizer(config, meta)``: ``--vocab`` (lowercase from ``--lowercase`` or the
+  data's settings), else the tokenizer of the ``--init-from`` model; its size must equal
+  the data's ``vocab_size``.
+* ``build_model(config, vocab_size, seq_len)``: ``BertForPreTraining`` for ``mlm+nsp``, else
+  ``BertForMaskedLM`` (causal attention for ``ltr``); from ``--init-from`` (weights only: a
+  model directory, a run directory's ``model/`` or its newest checkpoint), ``--model-config``
+  or the ``--model-size`` preset. ``--dropout`` overrides both dropout rates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertkit.config import BertConfig
+from bertkit.errors import BertkitError, CheckpointError
+from bertkit.pretraining.train_config import PretrainConfig
+
+
+def open_datasets(config: PretrainConfig):
+    from bertkit.pretraining.data import PretrainingDataset
+
+    ltr = config.objective == "ltr"
+    train = PretrainingDataset(config.data, dynamic_masking=config.dynamic_masking,
+                               seed=config.seed, unmasked=ltr)
+    evaluation = None
+    if config.eval_data:
+        evaluation = PretrainingDataset(config.eval_data, seed=config.seed, unmasked=ltr)
+    return train, evaluation
+
+
+def init_source(init_from: str | Path) -> tuple[str, Path]:
+    """``("model", dir)`` or ``("checkpoint", file)`` named by ``--init-from``."""
+    from bertkit.checkpoint import is_model_dir
+    from bertkit.training import CheckpointManager
+
+    path = Path(init_from)
+    for candidate in (path / "model", path):
+        if is_model_dir(candidate):
+            return "model", candidate
+    latest = CheckpointManager(path / "checkpoints").latest()
+    if latest is not None:
+        return "checkpoint", latest
+    raise CheckpointError(f"{path}: neither a model directory nor a run directory with a "
+                          "model/ or checkpoints/ to initialise from")
+
+
+def build_tokenizer(config: PretrainConfig, meta: dict):
+    from bertkit.tokenizer import BertTokenizer
+
+    lowercase = config.lowercase
+    if lowercase is None:
+        lowercase = bool(meta.get("settings", {}).get("lowercase", True))
+    if config.vocab:
+        tok = BertTokenizer.from_file(config.vocab, lowercase=lowercase)
+    elif config.init_from and init_source(config.init_from)[0] == "model":
+        tok = BertTokenizer.from_pretrained(init_source(config.init_from)[1])
+    else:
+        raise BertkitError("missing setting 'vocab' (--vocab VOCAB.txt, the vocabulary the data was made with)")
+    if len(tok) != meta["vocab_size"]:
+        raise BertkitError(f"the vocabulary has {len(tok)} tokens but the data was made with "
+                           f"{meta['vocab_size']} ({meta.get('vocab_file')})")
+    return tok
+
+
+def _overrides(config: PretrainConfig, vocab_size: int) -> dict:
+    values: dict = {"vocab_size": vocab_size}
+    if config.dropout is not None:
+        values.update(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
+    if config.objective == "ltr":
+        values["attention"] = "causal"
+    return values
+
+
+def build_model(config: PretrainConfig, vocab_size: int, seq_len: int):
+    from bertkit.model import BertForMaskedLM, BertForPreTraining
+
+    cls = BertForPreTraining if config.objective == "mlm+nsp" else BertForMaskedLM
+    overrides = _overrides(config, vocab_size)
+    if config.init_from:
+        model = _from_init(cls, config.init_from, overrides)
+    else:
+        if config.model_config:
+            base = BertConfig.from_json(config.model_config).to_dict()
+            model_config = BertConfig.from_dict({**base, **overrides})
+        else:
+            try:
+                model_config = BertConfig.preset(config.model_size, **overrides)
+            except ValueError as e:
+                raise BertkitError(str(e)) from None
+        model = cls(model_config)
+    if seq_len > model.config.max_position_embeddings:
+        raise BertkitError(f"the data has sequences of {seq_len} tokens but the model only "
+                           f"{model.config.max_position_embeddings} position embeddings")
+    return model.train()
+
+
+def _from_init(cls, init_from: str, overrides: dict):
+    from bertkit.checkpoint import load_pretrained
+    from bertkit.training import CheckpointManager, check_model_shape
+
+    kind, path = init_source(init_from)
+    if kind == "model":
+        return load_pretrained(path, model_class=cls, config_overrides=overrides)
+    state = CheckpointManager(path.parent).load(path)
+    model = cls(BertConfig.from_dict({**state["extra"]["model_config"], **overrides}))
+    check_model_shape(model, state["model"], str(path), strict=False)
+    own = model.state_dict()
+    model.load_state_dict({k: v for k, v in state["model"].items() if k in own}, strict=False)
+    return model

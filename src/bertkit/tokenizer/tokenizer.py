@@ -1,0 +1,317 @@
+"""``BertTokenizer``: basic tokenization + WordPiece + BERT's special-token layout."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Sequence
+from itertools import chain, repeat
+from operator import add, itemgetter, sub
+from pathlib import Path
+
+from bertkit.errors import DataFormatError
+from bertkit.fileio import atomic_write
+from bertkit.tokenizer.basic import BasicTokenizer
+from bertkit.tokenizer.encoding import Encoding, truncated_lengths
+from bertkit.tokenizer.vocab import SPECIAL_TOKENS, Vocab
+from bertkit.tokenizer.wordpiece import WordPiece
+
+TextInput = str | Sequence[str]  # raw text, or a pre-tokenized list of words
+_IDS, _STARTS, _ENDS = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+class BertTokenizer:
+    """The BERT WordPiece tokenizer, exact to Google's and Hugging Face's.
+
+    ``lowercase`` selects an uncased vocabulary (lower-casing and, unless
+    ``strip_accents`` says otherwise, accent stripping). Special tokens written in the text
+    (``[MASK]``, ``[SEP]``...) are kept whole.
+    """
+
+    def __init__(self, vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None,
+                 split_cjk: bool = True, model_max_length: int = 512):
+        self.vocab = vocab
+        self.lowercase = lowercase
+        self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self.split_cjk = split_cjk
+        self.model_max_length = model_max_length
+        self.basic = BasicTokenizer(lowercase, self.strip_accents, split_cjk)
+        self.wordpiece = WordPiece(vocab)
+        ids = vocab.token_to_id
+        self.pad_token_id, self.unk_token_id = ids["[PAD]"], ids["[UNK]"]
+        self.cls_token_id, self.sep_token_id = ids["[CLS]"], ids["[SEP]"]
+        self.mask_token_id = ids["[MASK]"]
+        self.special_token_ids = frozenset(ids[t] for t in SPECIAL_TOKENS)
+        self._special_re = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
+        self._warned_length = False
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_file(cls, vocab_file: str | Path, lowercase: bool = True, **kwargs) -> BertTokenizer:
+        """Build from a Google ``vocab.txt`` (or a directory holding one)."""
+        return cls(Vocab.from_file(vocab_file), lowercase=lowercase, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> BertTokenizer:
+        """Load from a model directory: ``vocab.txt`` + ``tokenizer_config.json``.
+
+        A Hugging Face directory with only a WordPiece ``tokenizer.json`` works too.
+        """
+        directory = Path(directory)
+        settings = {}
+        config_file = directory / "tokenizer_config.json"
+        if config_file.exists():
+            settings = json.loads(config_file.read_text(encoding="utf-8"))
+        if (directory / "vocab.txt").exists():
+            vocab = Vocab.from_file(directory / "vocab.txt")
+        elif (directory / "tokenizer.json").exists():
+            vocab, normalizer = _read_tokenizer_json(directory / "tokenizer.json")
+            settings = {**normalizer, **settings}
+        else:
+            raise FileNotFoundError(f"{directory}: no vocab.txt or tokenizer.json")
+        lowercase = settings.get("do_lower_case", True)
+        return cls(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
+                   split_cjk=settings.get("tokenize_chinese_chars", True),
+                   model_max_length=min(int(settings.get("model_max_length", 512)), 10**6))
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write ``vocab.txt`` and a Hugging Face compatible ``tokenizer_config.json``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.vocab.save(directory / "vocab.txt")
+        settings = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.lowercase,
+            "strip_accents": None if self.strip_accents == self.lowercase else self.strip_accents,
+            "tokenize_chinese_chars": self.split_cjk,
+            "model_max_length": self.model_max_length,
+            "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+            "cls_token": "[CLS]", "mask_token": "[MASK]",
+        }
+        with atomic_write(directory / "tokenizer_config.json") as f:
+            json.dump(settings, f, indent=2)
+
+    # ----------------------------------------------------------------- basics
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]):
+        get, unk = self.vocab.token_to_id.get, self.unk_token_id
+        if isinstance(tokens, str):
+            return get(tokens, unk)
+        return [get(t, unk) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]):
+        table = self.vocab.tokens
+        if isinstance(ids, int):
+            return table[ids]
+        return [table[int(i)] for i in ids]
+
+    def _segments(self, text: str) -> list[tuple[str, int]]:
+        """Split out special tokens written in the text: ``(piece, start)`` pairs."""
+        if "[" not in text:
+            return [(text, 0)]
+        pieces, start = [], 0
+        for piece in self._special_re.split(text):
+            if piece:
+                pieces.append((piece, start))
+            start += len(piece)
+        return pieces
+
+    def text_to_ids(self, text: str) -> list[int]:
+        """WordPiece ids of ``text`` without special tokens around it (the fast path)."""
+        wp, ids = self.wordpiece, self.vocab.token_to_id
+        out: list[int] = []
+        for piece, _ in self._segments(text):
+            if piece in ids and piece in SPECIAL_TOKENS:
+                out.append(ids[piece])
+            else:
+                out += chain.from_iterable(map(_IDS, map(wp.__getitem__, self.basic.words(piece))))
+        return out
+
+    def tokenize(self, text: str) -> list[str]:
+        """WordPiece tokens of ``text`` (no ``[CLS]``/``[SEP]``)."""
+        return self.convert_ids_to_tokens(self.text_to_ids(text))
+
+    def text_to_ids_and_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids of ``text`` and each token's character span in ``text``."""
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        for piece, base in self._segments(text):
+            if piece in SPECIAL_TOKENS:
+                ids.append(self.vocab.token_to_id[piece])
+                offsets.append((base, base + len(piece)))
+            else:
+                self._words_with_offsets(piece, base, ids, offsets)
+        return ids, offsets
+
+    def _words_with_offsets(self, text: str, base: int, ids: list, offsets: list) -> None:
+        """Append the ids and original-text spans of ``text`` (found at ``base``)."""
+        words, word_starts, owner = self.basic.words_with_starts(text)
+        entries = list(map(self.wordpiece.__getitem__, words))
+        ids += chain.from_iterable(map(_IDS, entries))
+        # Each piece's span is its word's start plus the piece's span inside the word; the
+        # arithmetic runs in C through iterator chains, which is what makes offsets cheap.
+        counts = list(map(len, map(_IDS, entries)))
+        if owner is None and base:
+            word_starts = [s + base for s in word_starts]
+        repeated = list(chain.from_iterable(map(repeat, word_starts, counts)))
+        starts = map(add, repeated, chain.from_iterable(map(_STARTS, entries)))
+        ends = map(add, repeated, chain.from_iterable(map(_ENDS, entries)))
+        if owner is not None:  # map normalised positions back to original characters
+            starts = map(add, map(owner.__getitem__, starts), repeat(base))
+            ends = map(add, map(owner.__getitem__, map(sub, ends, repeat(1))), repeat(base + 1))
+        offsets += zip(starts, ends)
+
+    def _sequence(self, text: TextInput, offsets: bool):
+        """``(ids, offsets | None, word_ids | None)`` for one text or list of words."""
+        if isinstance(text, str):
+            if offsets:
+                ids, offs = self.text_to_ids_and_offsets(text)
+                return ids, offs, None
+            return self.text_to_ids(text), None, None
+        ids, offs, word_ids = [], [], []
+        for index, word in enumerate(text):
+            word_piece_ids, word_offsets = self.text_to_ids_and_offsets(word)
+            ids.extend(word_piece_ids)
+            offs.extend(word_offsets)
+            word_ids.extend([index] * len(word_piece_ids))
+        return ids, offs, word_ids
+
+    # ----------------------------------------------------------------- encoding
+    def encode(self, text: TextInput, pair: TextInput | None = None, max_length: int | None = None,
+               truncation: str | None = "longest_first", padding: bool | str = False,
+               return_offsets: bool = False, add_special_tokens: bool = True) -> Encoding:
+        """Encode ``text`` (and ``pair``) into model inputs.
+
+        ``max_length`` counts the special tokens. ``truncation`` is ``longest_first``,
+        ``only_first``, ``only_second`` or ``None`` (then an over-long result is kept and a
+        warning is issued). ``padding="max_length"`` pads to ``max_length``; ``"longest"``
+        only matters in :meth:`encode_batch`. Text may be a list of words (pre-tokenized):
+        then ``word_ids`` maps each token to its word and offsets are within each word.
+        """
+        a_ids, a_offs, a_words = self._sequence(text, return_offsets)
+        b_ids = b_offs = b_words = None
+        if pair is not None:
+            b_ids, b_offs, b_words = self._sequence(pair, return_offsets)
+        n_special = (3 if pair is not None else 2) if add_special_tokens else 0
+        removed = 0
+        if max_length is not None:
+            budget = max_length - n_special
+            if budget < 0:
+                raise ValueError(f"max_length={max_length} leaves no room for {n_special} special tokens")
+            total = len(a_ids) + (len(b_ids) if b_ids is not None else 0)
+            if total > budget:
+                if truncation:
+                    n1, n2 = truncated_lengths(len(a_ids), None if b_ids is None else len(b_ids),
+                                               budget, truncation)
+                    removed = total - budget
+                    a_ids, a_offs, a_words = _cut(a_ids, a_offs, a_words, n1)
+                    if b_ids is not None:
+                        b_ids, b_offs, b_words = _cut(b_ids, b_offs, b_words, n2)
+                elif not self._warned_length:
+                    self._warned_length = True
+                    warnings.warn(f"sequence of {total + n_special} tokens is longer than "
+                                  f"max_length={max_length} and truncation is off", stacklevel=2)
+        enc = self._assemble(a_ids, b_ids, add_special_tokens, return_offsets, a_offs, b_offs,
+                             a_words, b_words)
+        enc.num_truncated = removed
+        if padding == "max_length":
+            if max_length is None:
+                raise ValueError("padding='max_length' needs max_length")
+            enc.pad(max_length, self.pad_token_id)
+        elif padding not in (False, None, "longest", "do_not_pad"):
+            raise ValueError(f"unknown padding {padding!r}; use False, 'max_length' or 'longest'")
+        return enc
+
+    def _assemble(self, a, b, specials, with_offsets, a_offs, b_offs, a_words, b_words) -> Encoding:
+        n_a = len(a)
+        if specials:
+            edge, zero = [None], [(0, 0)]
+            ids = [self.cls_token_id, *a, self.sep_token_id]
+            special = [1] + [0] * n_a + [1]
+        else:
+            edge, zero = [], []
+            ids = list(a)
+            special = [0] * n_a
+        seq_ids = edge + [0] * n_a + edge
+        types = [0] * len(ids)
+        if b is not None:
+            n_b = len(b)
+            ids += b
+            ids += [self.sep_token_id] if specials else []
+            special += [0] * n_b + ([1] if specials else [])
+            seq_ids += [1] * n_b + edge
+            types += [1] * (len(ids) - len(types))
+        enc = Encoding(ids, types, [1] * len(ids), special, seq_ids)
+        if with_offsets:
+            enc.offsets = zero + a_offs + zero + ((b_offs + zero) if b is not None else [])
+        if a_words is not None or b_words is not None:
+            a_w = a_words if a_words is not None else [None] * n_a
+            b_w = [] if b is None else (b_words if b_words is not None else [None] * len(b)) + edge
+            enc.word_ids = edge + a_w + edge + b_w
+        return enc
+
+    def encode_batch(self, texts: Sequence[TextInput], pairs: Sequence[TextInput] | None = None,
+                     padding: bool | str = False, **kwargs) -> list[Encoding]:
+        """Encode many texts (and pairs) with the options of :meth:`encode`.
+
+        ``padding="longest"`` pads every encoding to the longest one of the batch.
+        """
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(pairs)} pairs")
+        fixed = padding if padding == "max_length" else False
+        if pairs is None:
+            out = [self.encode(t, padding=fixed, **kwargs) for t in texts]
+        else:
+            out = [self.encode(t, p, padding=fixed, **kwargs) for t, p in zip(texts, pairs)]
+        if padding == "longest" and out:
+            longest = max(len(e) for e in out)
+            for e in out:
+                e.pad(longest, self.pad_token_id)
+        return out
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Text of ``ids``: ``##`` pieces joined to the piece before, others space-separated."""
+        words: list[str] = []
+        for i in ids:
+            i = int(i)
+            if skip_special_tokens and i in self.special_token_ids:
+                continue
+            token = self.vocab.tokens[i]
+            if token.startswith("##") and words:
+                words[-1] += token[2:]
+            else:
+                words.append(token)
+        return " ".join(words)
+
+
+def _cut(ids, offs, words, n):
+    return ids[:n], (offs[:n] if offs is not None else None), (words[:n] if words is not None else None)
+
+
+def _read_tokenizer_json(path: Path) -> tuple[Vocab, dict]:
+    """Vocabulary and normaliser settings of a Hugging Face WordPiece ``tokenizer.json``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        model = data["model"]
+        if model.get("type") != "WordPiece":
+            raise DataFormatError(path, f"not a WordPiece tokenizer (model type {model.get('type')!r})")
+        table = model["vocab"]
+    except (KeyError, TypeError, json.JSONDecodeError) as e:
+        raise DataFormatError(path, f"not a Hugging Face tokenizer.json ({e})") from None
+    tokens = [""] * len(table)
+    for token, index in table.items():
+        tokens[index] = token
+    normalizer = data.get("normalizer") or {}
+    settings = {}
+    if normalizer.get("type") == "BertNormalizer":
+        settings = {"do_lower_case": normalizer.get("lowercase", True),
+                    "strip_accents": normalizer.get("strip_accents"),
+                    "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
+    return Vocab(tokens, source=str(path)), settings

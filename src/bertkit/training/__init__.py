@@ -1,0 +1,49 @@
+"""Training machinery shared by pre-training and fine-tuning (see docs/pretraining.md).
+
+* :func:`build_optimizer` - AdamW, no weight decay on biases and LayerNorm weights.
+* :func:`linear_warmup_decay` - linear warm-up then linear decay to 0.
+* :class:`CheckpointManager`, :func:`capture_training_state`, :func:`restore_training_state`
+  - atomic, keep-last-K, exactly resumable checkpoints.
+* :class:`GracefulStop` - SIGINT/SIGTERM -> checkpoint, then exit.
+* :func:`init_distributed` and friends - torchrun data parallelism.
+* :class:`EpochBatches` - deterministic, rank-sharded, resumable batch order.
+* :class:`TrainStep`, :class:`MetricSums` - one optimizer step (accumulation, autocast,
+  clipping, non-finite guard) and sync-free metric sums.
+"""
+
+from bertkit.training.checkpoint import (
+    CheckpointManager,
+    capture_rng_state,
+    capture_training_state,
+    check_model_shape,
+    restore_rng_state,
+    restore_training_state,
+)
+from bertkit.training.distributed import DistContext, init_distributed
+from bertkit.training.loop import MetricSums, StepResult, TrainStep, autocast, resolve_precision
+from bertkit.training.optim import build_optimizer, param_groups
+from bertkit.training.sampler import EpochBatches
+from bertkit.training.schedule import default_warmup, linear_warmup_decay
+from bertkit.training.signals import GracefulStop
+
+__all__ = [
+    "CheckpointManager",
+    "DistContext",
+    "EpochBatches",
+    "GracefulStop",
+    "MetricSums",
+    "StepResult",
+    "TrainStep",
+    "autocast",
+    "build_optimizer",
+    "capture_rng_state",
+    "capture_training_state",
+    "check_model_shape",
+    "default_warmup",
+    "init_distributed",
+    "linear_warmup_decay",
+    "param_groups",
+    "resolve_precision",
+    "restore_rng_state",
+    "restore_training_state",
+]

@@ -1,0 +1,95 @@
+"""Multi-process data parallelism as launched by ``torchrun``.
+
+Contract: ``init_distributed(device="auto")`` reads torchrun's environment (``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``); with more than one process it starts the process group
+(NCCL on CUDA, gloo on CPU) and returns a :class:`DistContext`. Without torchrun it returns a
+single-process context, so every helper below works (as a no-op) in both cases. Only the
+main process (rank 0) writes files; metrics are summed across ranks with
+:func:`all_reduce_sum` in one collective per log interval.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def pick_device(device: str = "auto", local_rank: int = 0) -> torch.device:
+    """``auto``: this process's GPU when CUDA is available, else the CPU."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        return torch.device("cuda", local_rank)
+    return torch.device(device)
+
+
+def init_distributed(device: str = "auto") -> DistContext:
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = pick_device(device, local_rank)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world_size > 1 and not dist.is_initialized():
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+    return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _active() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum ``tensor`` over ranks in place (no-op in a single process); returns it."""
+    if _active():
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (picklable), in rank order; ``[obj]`` in a single process."""
+    if not _active():
+        return [obj]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank when ``flag`` is true on any rank (e.g. a stop signal)."""
+    if not _active():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def barrier() -> None:
+    if _active():
+        dist.barrier()

@@ -1,0 +1,145 @@
+"""One optimizer step, shared by pre-training and fine-tuning.
+
+Contract: ``TrainStep(model, optimizer, scheduler, device=..., precision=...)`` is called
+with a list of micro-batches and ``compute(model, batch) -> output`` (an object with a scalar
+``.loss``). It runs forward under autocast (bf16, or fp16 with a ``GradScaler``; fp32 by
+default), backward of ``loss / len(micro_batches)`` (gradient accumulation; DDP gradients
+are all-reduced on the last micro-batch only), unscales, clips the global gradient norm at
+``max_grad_norm``, steps optimizer and scheduler and clears gradients (``set_to_none``).
+A step whose gradient norm is not finite is skipped (no parameter or moment update; the
+schedule still advances) and counted in ``skipped_steps`` - without a device sync when the
+optimizer is fused (the kernel receives the flag), so nothing calls ``.item()`` per step.
+``MetricSums`` accumulates on-device sums and reduces them (across ranks too) once per log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertkit.errors import BertkitError
+from bertkit.training.distributed import all_reduce_sum
+from bertkit.training.optim import is_fused
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto`` is bf16 on a GPU that supports it, else fp16 on a GPU, fp32 on the CPU."""
+    if precision not in PRECISIONS:
+        raise BertkitError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "auto":
+        if device.type != "cuda":
+            return "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if precision == "fp16" and device.type != "cuda":
+        raise BertkitError("fp16 training needs a CUDA device; use bf16 or fp32 on the CPU")
+    return precision
+
+
+def autocast(device: torch.device, precision: str):
+    """The autocast context for ``precision`` (a no-op for fp32)."""
+    if precision not in _DTYPES:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=_DTYPES[precision])
+
+
+@dataclass
+class StepResult:
+    outputs: list[Any]
+    grad_norm: torch.Tensor
+    finite: torch.Tensor  # bool scalar on the device
+    lr: float
+
+
+class TrainStep:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        *,
+        device: torch.device,
+        precision: str = "fp32",
+        max_grad_norm: float = 1.0,
+    ):
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.device = device
+        self.precision = precision
+        self.max_grad_norm = max_grad_norm
+        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.skipped_steps = torch.zeros((), dtype=torch.long, device=device)
+
+    def _no_sync(self, last: bool):
+        if not last and hasattr(self.model, "no_sync"):
+            return self.model.no_sync()
+        return contextlib.nullcontext()
+
+    def __call__(self, micro_batches: Sequence[Any], compute: Callable[[nn.Module, Any], Any]) -> StepResult:
+        n = len(micro_batches)
+        outputs = []
+        for i, batch in enumerate(micro_batches):
+            with self._no_sync(i == n - 1):
+                with autocast(self.device, self.precision):
+                    out = compute(self.model, batch)
+                self.scaler.scale(out.loss / n).backward()
+            outputs.append(out)
+        self.scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+        finite = torch.isfinite(norm)
+        lr = self.optimizer.param_groups[0]["lr"]
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)  # skips on inf/nan itself
+            self.scaler.update()
+        elif is_fused(self.optimizer):
+            self.optimizer.found_inf = (~finite).float()  # the fused kernel skips; no sync
+            self.optimizer.step()
+        elif bool(finite):
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.skipped_steps += (~finite).long()
+        return StepResult(outputs, norm.detach(), finite, lr)
+
+
+class MetricSums:
+    """Named running sums kept on the device; ``reduce()`` returns floats and resets."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.sums: dict[str, torch.Tensor] = {}
+
+    def add(self, **values: torch.Tensor | float) -> None:
+        for name, value in values.items():
+            value = torch.as_tensor(value, dtype=torch.float64, device=self.device).detach()
+            if name in self.sums:
+                self.sums[name] += value
+            else:
+                self.sums[name] = value.clone()
+
+    def reduce(self, across_ranks: bool = True) -> dict[str, float]:
+        """Sums over the interval (and over ranks: every rank must call with the same names)."""
+        names = sorted(self.sums)
+        if not names:
+            return {}
+        stacked = torch.stack([self.sums[n] for n in names])
+        if across_ranks:
+            all_reduce_sum(stacked)
+        self.sums = {}
+        return dict(zip(names, stacked.tolist()))
+
+    def state_dict(self) -> dict[str, float]:
+        """Plain values, for a checkpoint taken between two logs."""
+        return {n: float(v) for n, v in self.sums.items()}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.sums = {n: torch.tensor(v, dtype=torch.float64, device=self.device) for n, v in state.items()}

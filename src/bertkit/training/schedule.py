@@ -1,0 +1,44 @@
+"""Learning-rate schedule: linear warm-up, then linear decay to 0 (BERT's schedule).
+
+Contract: ``linear_warmup_decay(optimizer, warmup_steps, total_steps)`` returns a
+``LambdaLR`` whose factor for update ``step`` (0-based) is ``(step + 1) / warmup_steps``
+during warm-up and ``(total_steps - step) / (total_steps - warmup_steps)`` afterwards, so
+the first update already moves, the peak is reached at the end of warm-up and the rate
+reaches 0 after ``total_steps`` updates. Its ``state_dict`` round-trips (resumable).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class WarmupLinearDecay:
+    """The factor as a picklable callable (``LambdaLR`` saves its ``__dict__``)."""
+
+    def __init__(self, warmup_steps: int, total_steps: int):
+        if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
+            raise ValueError(
+                f"need 0 <= warmup_steps <= total_steps and total_steps >= 1, "
+                f"got warmup_steps={warmup_steps} total_steps={total_steps}"
+            )
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        remaining = self.total_steps - step
+        return max(0.0, remaining / max(1, self.total_steps - self.warmup_steps))
+
+
+def default_warmup(total_steps: int, fraction: float = 0.01) -> int:
+    """Warm-up scaled to the run: ``fraction`` of the steps (paper: 10k of 1M = 1%)."""
+    return min(total_steps, math.ceil(fraction * total_steps))
+
+
+def linear_warmup_decay(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupLinearDecay(warmup_steps, total_steps))

@@ -1,0 +1,124 @@
+"""Heads: logits shapes, losses, the masked-LM gather contract, weight tying."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertkit.config import BertConfig
+from bertkit.model import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+
+CFG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=32, max_position_embeddings=16)
+
+
+def batch(b=3, t=6):
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(5, 40, (b, t), generator=g)
+
+
+def test_pretraining_gathers_labelled_positions_before_the_vocabulary():
+    torch.manual_seed(0)
+    model = BertForPreTraining(CFG).eval()
+    ids = batch()
+    labels = torch.full_like(ids, -100)
+    labels[0, 1], labels[2, 4], labels[2, 0] = 7, 9, 11
+    out = model(ids, mlm_labels=labels, next_sentence_label=torch.tensor([0, 1, 1]))
+    full = model(ids)
+    assert out.mlm_logits.shape == (3, 40) and full.mlm_logits.shape == (3, 6, 40)
+    selected = labels != -100
+    assert torch.allclose(out.mlm_logits, full.mlm_logits[selected], atol=1e-6)
+    expected_mlm = F.cross_entropy(full.mlm_logits[selected], labels[selected])
+    expected_nsp = F.cross_entropy(full.nsp_logits, torch.tensor([0, 1, 1]))
+    assert torch.allclose(out.mlm_loss, expected_mlm, atol=1e-6)
+    assert torch.allclose(out.loss, expected_mlm + expected_nsp, atol=1e-6)
+    assert out.nsp_logits.shape == (3, 2)
+
+
+def test_decoder_is_tied_to_word_embeddings():
+    model = BertForMaskedLM(CFG)
+    assert model.mlm_head.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    ids = batch()
+    labels = ids.clone()
+    model(ids, mlm_labels=labels).loss.backward()
+    assert model.bert.embeddings.word_embeddings.weight.grad is not None
+    assert model.bert.pooler is None
+
+
+def test_masked_lm_without_labelled_positions_has_zero_loss():
+    model = BertForMaskedLM(CFG)
+    out = model(batch(), mlm_labels=torch.full((3, 6), -100))
+    assert out.logits.shape == (0, 40) and out.loss.item() == 0.0
+
+
+def test_sequence_classification_and_regression():
+    ids = batch()
+    cls = BertForSequenceClassification(CFG, num_labels=3).eval()
+    out = cls(ids, labels=torch.tensor([0, 2, 1]))
+    assert out.logits.shape == (3, 3)
+    assert torch.allclose(out.loss, F.cross_entropy(out.logits, torch.tensor([0, 2, 1])))
+    reg = BertForSequenceClassification(CFG, num_labels=1).eval()
+    out = reg(ids, labels=torch.tensor([0.5, 1.0, 2.0]))
+    assert out.logits.shape == (3, 1)
+    assert torch.allclose(out.loss, F.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, 1.0, 2.0])))
+
+
+def test_num_labels_defaults_to_config_id2label():
+    cfg = BertConfig.from_dict({**CFG.to_dict(), "id2label": {"0": "a", "1": "b", "2": "c", "3": "d"}})
+    assert BertForSequenceClassification(cfg).num_labels == 4
+    assert BertForTokenClassification(CFG).num_labels == 2
+
+
+def test_token_classification_ignores_minus_100():
+    model = BertForTokenClassification(CFG, num_labels=5).eval()
+    labels = torch.full((3, 6), -100)
+    labels[:, 1:3] = 2
+    out = model(batch(), labels=labels)
+    assert out.logits.shape == (3, 6, 5)
+    expected = F.cross_entropy(out.logits[:, 1:3].reshape(-1, 5), labels[:, 1:3].reshape(-1))
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+
+
+def test_question_answering_span_loss():
+    model = BertForQuestionAnswering(CFG).eval()
+    out = model(batch(), start_positions=torch.tensor([1, 2, 3]), end_positions=torch.tensor([2, 2, 99]))
+    assert out.start_logits.shape == out.end_logits.shape == (3, 6)
+    start = F.cross_entropy(out.start_logits, torch.tensor([1, 2, 3]))
+    end = F.cross_entropy(out.end_logits[:2], torch.tensor([2, 2]))  # 99 is outside: ignored
+    assert torch.allclose(out.loss, (start + end) / 2, atol=1e-6)
+
+
+def test_multiple_choice_scores_each_choice():
+    model = BertForMultipleChoice(CFG).eval()
+    ids = torch.randint(5, 40, (2, 4, 6))
+    out = model(ids, attention_mask=torch.ones_like(ids), labels=torch.tensor([3, 0]))
+    assert out.logits.shape == (2, 4)
+    single = model(ids[1:, 2:3]).logits
+    assert torch.allclose(single[0, 0], out.logits[1, 2], atol=1e-5)
+    assert torch.allclose(out.loss, F.cross_entropy(out.logits, torch.tensor([3, 0])))
+
+
+@pytest.mark.parametrize("cls", [BertForPreTraining, BertForSequenceClassification])
+def test_training_step_reduces_loss(cls):
+    torch.manual_seed(0)
+    model = cls(CFG)
+    ids = batch()
+    kwargs = {"mlm_labels": ids.clone(), "next_sentence_label": torch.tensor([0, 1, 0])} \
+        if cls is BertForPreTraining else {"labels": torch.tensor([0, 1, 0])}
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    first = None
+    for _ in range(5):
+        loss = model(ids, **kwargs).loss
+        first = first if first is not None else loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < first

@@ -1,0 +1,57 @@
+"""``torchrun --nproc_per_node 2`` on CPU follows the single-process run at the same global batch."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.pretraining.train import pretrain
+
+from .train_helpers import losses, make_data, settings, weights
+
+
+def _torchrun() -> str:
+    found = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(found).exists():
+        pytest.skip("torchrun not available")
+    return found
+
+
+def test_two_processes_match_one_with_accumulation(tmp_path):
+    torchrun = _torchrun()
+    files = make_data(tmp_path / "pt")
+    # global batch 4: one process 2 x accumulation 2, or two processes 2 x 1; dropout off
+    common = dict(steps=6, batch_size=2, dropout=0.0, log_every=1, save_every=100)
+    single = settings(files, tmp_path / "single", grad_accum=2, **common)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pretrain(single)
+    finally:
+        torch.set_num_threads(threads)
+    flags = []
+    for name, value in settings(files, tmp_path / "ddp", **common).to_dict().items():
+        if value is None or isinstance(value, bool):
+            if value is not None:
+                flags.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
+            continue
+        flags += [f"--{name.replace('_', '-')}", str(value)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "bertkit.cli.main", "pretrain", *flags],
+        capture_output=True, text=True, timeout=180, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = losses(tmp_path / "single"), losses(tmp_path / "ddp")
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(one, two):
+        for key in ("mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "grad_norm"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), (a["step"], key)
+    assert one[-1]["mlm_loss"] != one[0]["mlm_loss"]  # it trained
+    w1, w2 = weights(tmp_path / "single"), weights(tmp_path / "ddp")
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-5)
