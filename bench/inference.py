@@ -50,6 +50,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best is kept")
     p.add_argument("--min-time", type=float, default=1.5, help="seconds per measurement (at least)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: sequences per wall-clock second (default); cpu: per CPU-second of "
+                        "this process (steadier when other work shares the CPU)")
     p.add_argument("--no-eager", action="store_true", help="skip Hugging Face eager attention")
     p.add_argument("--json", help="also write the results as JSON to this file")
     return p.parse_args(argv)
@@ -73,14 +76,14 @@ def run_batches(model, batches, hf: bool):
                 model(ids, types, mask)
 
 
-def measure(model, batches, hf: bool, min_time: float) -> float:
+def measure(model, batches, hf: bool, min_time: float, clock=time.perf_counter) -> float:
     """Sequences per second over repeated passes of ``batches`` (at least ``min_time`` s)."""
     sequences = sum(b[0].shape[0] for b in batches)
-    done, start = 0, time.perf_counter()
+    done, start = 0, clock()
     while True:
         run_batches(model, batches, hf)
         done += sequences
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         if elapsed >= min_time:
             return done / elapsed
 
@@ -129,7 +132,8 @@ def compare(label, workloads, models, args, results):
         order = list(workloads) if round_ % 2 == 0 else list(reversed(list(workloads)))
         for name in order:
             model_name, batches = workloads[name]
-            speed = measure(models[model_name], batches, model_name.startswith("hf"), args.min_time)
+            clock = time.process_time if args.clock == "cpu" else time.perf_counter
+            speed = measure(models[model_name], batches, model_name.startswith("hf"), args.min_time, clock)
             best[name] = max(best[name], speed)
     line = {"workload": label, "seq_per_s": best}
     for ref in ("hf sdpa", "hf eager"):
@@ -184,13 +188,19 @@ def bench_shape(shape: str, args, results, text_ids):
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        import transformers  # noqa: F401
+        import transformers
     except ImportError:
         print("transformers is not installed: nothing to compare against", file=sys.stderr)
         return 1
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, transformers {transformers.__version__}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, transformers "
+          f"{transformers.__version__}, clock {args.clock}")
     text_ids = sst2_token_ids(args.text_limit)
     results: list[dict] = []
     for shape in args.shapes.split(","):

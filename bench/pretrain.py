@@ -10,8 +10,12 @@ batch and masking (15% of positions, at most 20 per 128 tokens, NSP labels). Thr
 * ``hf-masked`` - the same HF model used carefully: ``model.bert(...)``, gather the masked
                   positions, ``model.cls.predictions`` on them only, NSP on the pooled output.
 
-Prints ms/step (median of the best round), tokens/s and bertkit's speed-up over each.
-Example: ``python bench/pretrain.py --sizes tiny,mini,base``.
+Prints the median wall ms/step (the contenders take turns step by step), tokens/s by the
+wall clock and by process CPU time (steadier on a shared machine; equal to wall time on an
+idle one with --threads 1) and bertkit's speed-up over each contender by both clocks.
+glibc malloc is tuned to keep freed memory (``bertkit.training.cpu.keep_freed_memory``, as
+``bertkit pretrain`` does on the CPU) for every contender alike; ``--default-malloc`` skips it.
+Example: ``python bench/pretrain.py --sizes tiny,mini,base --threads 1``.
 """
 
 from __future__ import annotations
@@ -115,15 +119,20 @@ def hf_masked_step(size: str, vocab: int):
 CONTENDERS = {"bertkit": bertkit_step, "hf": hf_step, "hf-masked": hf_masked_step}
 
 
-def time_steps(step, batch, steps: int, warmup: int) -> list[float]:
+def time_interleaved(fns: dict, batch, steps: int, warmup: int) -> dict[str, dict[str, float]]:
+    """Median wall and CPU seconds per step; the contenders take turns step by step, so a
+    burst of load from other processes hits all of them alike."""
     for _ in range(warmup):
-        step(batch)
-    times = []
+        for fn in fns.values():
+            fn(batch)
+    times = {name: {"wall": [], "cpu": []} for name in fns}
     for _ in range(steps):
-        start = time.perf_counter()
-        step(batch)
-        times.append(time.perf_counter() - start)
-    return times
+        for name, fn in fns.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn(batch)
+            times[name]["wall"].append(time.perf_counter() - wall)
+            times[name]["cpu"].append(time.process_time() - cpu)
+    return {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -135,32 +144,38 @@ def main(argv: list[str] | None = None) -> None:
                         + ", ".join(f"{k} {v}" for k, v in DEFAULT_BATCH.items()) + ")")
     parser.add_argument("--steps", type=int, default=None, help="timed steps per round (default per size)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds alternating the contenders; best kept")
     parser.add_argument("--vocab", type=int, default=30522, help="vocabulary size")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc malloc as it is (default: keep freed memory, for every contender)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="subset of " + ", ".join(CONTENDERS))
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if not args.default_malloc:
+        from bertkit.training.cpu import keep_freed_memory
+
+        keep_freed_memory()  # process-wide: the same allocator for all contenders
     names = args.contenders.split(",")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, seq {args.seq}, vocab {args.vocab}")
-    print(f"{'size':6} {'batch':>5} {'contender':10} {'ms/step':>9} {'tokens/s':>10}  speed-up of bertkit")
+    print(f"{'size':6} {'batch':>5} {'contender':10} {'ms/step':>9} {'tokens/s':>9} "
+          f"{'cpu tok/s':>9}  bertkit speed-up (wall, cpu)")
     for size in args.sizes.split(","):
         batch_size = args.batch or DEFAULT_BATCH[size]
         steps = args.steps or DEFAULT_STEPS[size]
         batch = make_batch(batch_size, args.seq, args.vocab, seed=0)
         torch.manual_seed(0)
         fns = {name: CONTENDERS[name](size, args.vocab) for name in names}
-        best = {name: float("inf") for name in names}
-        for _ in range(args.rounds):
-            for name in names:
-                best[name] = min(best[name], statistics.median(time_steps(fns[name], batch, steps, args.warmup)))
+        result = time_interleaved(fns, batch, steps, args.warmup)
         tokens = batch_size * args.seq
         for name in names:
+            wall, cpu = result[name]["wall"], result[name]["cpu"]
             ratio = ""
-            if name != "bertkit" and "bertkit" in best:
-                ratio = f"{best[name] / best['bertkit']:.2f}x"
-            print(f"{size:6} {batch_size:5d} {name:10} {best[name] * 1000:9.1f} {tokens / best[name]:10.0f}  {ratio}")
+            if name != "bertkit" and "bertkit" in result:
+                ours = result["bertkit"]
+                ratio = f"{wall / ours['wall']:.2f}x, {cpu / ours['cpu']:.2f}x"
+            print(f"{size:6} {batch_size:5d} {name:10} {wall * 1000:9.1f} {tokens / wall:9.0f} "
+                  f"{tokens / cpu:9.0f}  {ratio}", flush=True)
         del fns
 
 

@@ -48,11 +48,12 @@ def _docstring_paragraphs(source: str) -> Iterator[str]:
                     yield text
 
 
-def stdlib_documents(max_documents: int | None = None, progress: bool = True) -> list[list[str]]:
-    """Documents (lists of sentences) from the docstrings of the standard library."""
+def stdlib_modules(max_documents: int | None = None,
+                   progress: bool = True) -> list[tuple[str, list[str]]]:
+    """``(module name, sentences)`` for each standard-library module with docstring prose."""
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in root.rglob("*.py") if not _SKIP_PARTS & set(p.relative_to(root).parts))
-    documents = []
+    modules = []
     for path in tqdm(files, desc="reading stdlib docstrings", unit=" modules", disable=not progress):
         try:
             source = path.read_text(encoding="utf-8")
@@ -60,10 +61,39 @@ def stdlib_documents(max_documents: int | None = None, progress: bool = True) ->
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
         if len(sentences) >= 2:
-            documents.append(sentences)
-            if max_documents and len(documents) >= max_documents:
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
+            modules.append((name.removesuffix(".__init__"), sentences))
+            if max_documents and len(modules) >= max_documents:
                 break
-    return documents
+    return modules
+
+
+def stdlib_documents(max_documents: int | None = None, progress: bool = True) -> list[list[str]]:
+    """Documents (lists of sentences) from the docstrings of the standard library."""
+    return [sentences for _, sentences in stdlib_modules(max_documents, progress)]
+
+
+def package_classification(modules: list[tuple[str, list[str]]], n_labels: int = 4,
+                           dev_every: int = 5) -> tuple[list[dict], list[dict], list[str]]:
+    """A built-in labelled task: which top-level package does a docstring sentence come from?
+
+    The ``n_labels`` packages with the most sentences are the labels; every
+    ``dev_every``-th sentence of a package goes to dev, the rest to train.
+    Returns ``(train, dev, labels)``; rows are ``{"text": ..., "label": ...}``.
+    """
+    by_package: dict[str, list[tuple[str, list[str]]]] = {}
+    for name, sentences in modules:
+        if "." in name:
+            by_package.setdefault(name.split(".")[0], []).append((name, sentences))
+    sizes = {p: sum(len(s) for _, s in mods) for p, mods in by_package.items()}
+    labels = sorted(sorted(sizes, key=lambda p: (-sizes[p], p))[:n_labels])
+    train, dev = [], []
+    for label in labels:
+        sentences = [s for _, module_sentences in by_package[label] for s in module_sentences]
+        for index, sentence in enumerate(sentences):
+            row = {"text": sentence, "label": label}
+            (dev if index % dev_every == dev_every - 1 else train).append(row)
+    return train, dev, labels
 
 
 def write_corpus(documents: list[list[str]], path: str | Path) -> Path:

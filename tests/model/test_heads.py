@@ -122,3 +122,17 @@ def test_training_step_reduces_loss(cls):
         loss.backward()
         opt.step()
     assert loss.item() < first
+
+
+def test_narrow_integer_inputs_from_memory_mapped_data():
+    """The pre-training data stores int32 ids, int8 segments and int32/int64 labels."""
+    model = BertForPreTraining(CFG).eval()
+    ids = batch()
+    labels = torch.full_like(ids, -100)
+    labels[:, 2] = 9
+    out = model(ids.to(torch.int32), token_type_ids=torch.zeros_like(ids, dtype=torch.int8),
+                attention_mask=torch.ones_like(ids, dtype=torch.int8), mlm_labels=labels.to(torch.int32),
+                next_sentence_label=torch.tensor([0, 1, 0], dtype=torch.int32))
+    ref = model(ids, torch.zeros_like(ids), torch.ones_like(ids), mlm_labels=labels,
+                next_sentence_label=torch.tensor([0, 1, 0]))
+    assert torch.allclose(out.loss, ref.loss)

@@ -62,6 +62,13 @@ def test_short_seq_prob_and_truncation():
     # IsNext pairs of one-token sentences hold exactly the target (NotNext B may run out).
     short = np.mean([len(x.tokens_a) + len(x.tokens_b) < 45 for x in firsts if not x.is_random_next])
     assert short == pytest.approx(0.1 * 43 / 44, abs=0.02)
+    for la, lb, limit in np.ndindex(20, 20, 25):  # lengths as the original one-token loop
+        a, b = la, lb
+        while a + b > limit + 2:
+            a, b = (a - 1, b) if a > b else (a, b - 1)
+        x, y = list(range(la)), list(range(lb))
+        truncate_pair(x, y, limit + 2, rng)
+        assert (len(x), len(y)) == (a, b)
     a, b = list(range(10)), list(range(100, 130))
     truncate_pair(a, b, 20, random.Random(1))
     assert len(a) + len(b) == 20 and len(a) == 10 and len(b) == 10

@@ -41,13 +41,8 @@ def test_clipping_at_max_norm_and_reported_lr():
     step = _step()
     step.max_grad_norm = 1e-3
     seen = []
-    original = step.optimizer.step
-
-    def recording_step(*args, **kwargs):
-        seen.append(torch.stack([p.grad.norm() for p in step.params]).norm())
-        return original(*args, **kwargs)
-
-    step.optimizer.step = recording_step
+    step.optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: seen.append(torch.stack([p.grad.norm() for p in step.params]).norm()))
     result = step([toy_batch(1)], compute)
     assert result.lr == pytest.approx(1e-2)
     assert result.grad_norm > 1e-3  # the norm before clipping is reported

@@ -212,5 +212,7 @@ def run_info(args) -> int:
           f"vocab {config.vocab_size}, max positions {config.max_position_embeddings}, "
           f"attention {config.attention}")
     total = config.num_parameters()
-    print(f"parameters (embeddings + encoder + pooler): {total:,} ({total / 1e6:.0f}M)")
+    paper = {"base": "110M", "large": "340M"}.get(args.model)
+    note = f"; the paper reports {paper}" if paper else ""
+    print(f"parameters (embeddings + encoder + pooler): {total:,} ({total / 1e6:.1f}M{note})")
     return 0

@@ -77,7 +77,7 @@ class MultiHeadSelfAttention(nn.Module):
         return context.transpose(1, 2).reshape(batch, length, width), probs
 
     def _explicit(self, query, key, value, mask):
-        scores = query @ key.transpose(-1, -2) / math.sqrt(self.head_size)
+        scores = (query @ key.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_size))
         if mask is None and self.causal:
             length = query.shape[-2]
             mask = torch.ones(length, length, dtype=torch.bool, device=query.device).tril()

@@ -32,10 +32,14 @@ class BertEmbeddings(nn.Module):
                 f"sequence length {length} exceeds max_position_embeddings {max_positions}; "
                 "truncate the input"
             )
-        positions = torch.arange(length, device=input_ids.device)
-        summed = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+        if input_ids.dtype not in (torch.int32, torch.int64):
+            input_ids = input_ids.long()
         if token_type_ids is None:
-            summed = summed + self.token_type_embeddings.weight[0]
+            segments = self.token_type_embeddings.weight[0]
         else:
-            summed = summed + self.token_type_embeddings(token_type_ids)
+            if token_type_ids.dtype not in (torch.int32, torch.int64):
+                token_type_ids = token_type_ids.long()  # e.g. int8 from memory-mapped data
+            segments = self.token_type_embeddings(token_type_ids)
+        positions = self.position_embeddings(torch.arange(length, device=input_ids.device))
+        summed = self.word_embeddings(input_ids) + segments + positions
         return self.dropout(self.LayerNorm(summed))

@@ -42,7 +42,8 @@ class MaskedLMHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.LayerNorm(self.act(self.dense(hidden)))) + self.bias
+        transformed = self.LayerNorm(self.act(self.dense(hidden)))
+        return F.linear(transformed, self.decoder.weight, self.bias)
 
 
 def masked_lm(head: MaskedLMHead, sequence_output: torch.Tensor, mlm_labels: torch.Tensor | None):
@@ -51,7 +52,7 @@ def masked_lm(head: MaskedLMHead, sequence_output: torch.Tensor, mlm_labels: tor
         return head(sequence_output), None
     selected = mlm_labels != IGNORE_INDEX
     logits = head(sequence_output[selected])
-    targets = mlm_labels[selected]
+    targets = mlm_labels[selected].long()
     if targets.numel() == 0:
         return logits, logits.sum() * 0.0
     return logits, F.cross_entropy(logits.float(), targets)
@@ -89,7 +90,7 @@ class BertForPreTraining(BertPreTrainedModel):
         nsp_logits = self.nsp_head(out.pooled_output)
         nsp_loss = None
         if next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1))
+            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.reshape(-1).long())
         out.mlm_logits, out.nsp_logits = mlm_logits, nsp_logits
         out.mlm_loss, out.nsp_loss = mlm_loss, nsp_loss
         out.loss = _sum_losses(mlm_loss, nsp_loss)
@@ -157,7 +158,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
             if self.num_labels == 1:
                 out.loss = F.mse_loss(out.logits.float().squeeze(-1), labels.float().view(-1))
             else:
-                out.loss = F.cross_entropy(out.logits.float(), labels.view(-1))
+                out.loss = F.cross_entropy(out.logits.float(), labels.reshape(-1).long())
         return out
 
 
@@ -185,7 +186,7 @@ class BertForTokenClassification(BertPreTrainedModel):
         out.logits = self.classifier(self.dropout(out.last_hidden_state))
         if labels is not None:
             out.loss = F.cross_entropy(
-                out.logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=IGNORE_INDEX
+                out.logits.float().view(-1, self.num_labels), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
             )
         return out
 
@@ -220,7 +221,7 @@ class BertForQuestionAnswering(BertPreTrainedModel):
             length = start_logits.shape[1]
 
             def span_loss(logits, positions):
-                positions = positions.view(-1)
+                positions = positions.reshape(-1).long()
                 outside = (positions < 0) | (positions >= length)
                 positions = positions.masked_fill(outside, IGNORE_INDEX)
                 return F.cross_entropy(logits.float(), positions, ignore_index=IGNORE_INDEX)
@@ -261,7 +262,7 @@ class BertForMultipleChoice(BertPreTrainedModel):
         )
         out.logits = self.classifier(self.dropout(out.pooled_output)).view(batch, choices)
         if labels is not None:
-            out.loss = F.cross_entropy(out.logits.float(), labels.view(-1))
+            out.loss = F.cross_entropy(out.logits.float(), labels.reshape(-1).long())
         return out
 
 

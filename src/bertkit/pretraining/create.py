@@ -234,6 +234,8 @@ def create_pretraining_data(
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file")
     vocab_file = Path(vocab_file)
+    _TOKENIZERS.clear()  # the vocabulary file may have changed since an earlier call
+    _vocab_info.cache_clear()
     tok = _tokenizer(str(vocab_file), settings.lowercase)
     try:
         info = _vocab_info(str(vocab_file), settings.lowercase)

@@ -42,17 +42,25 @@ class Instance:
 
 
 def truncate_pair(tokens_a: list[int], tokens_b: list[int], max_tokens: int, rng: random.Random) -> None:
-    """Cut the pair in place to at most ``max_tokens`` tokens, from a random end of the longer."""
-    # Count the removals first (one coin per removed token, as in the original), then slice.
-    length = [len(tokens_a), len(tokens_b)]
-    cut = [[0, 0], [0, 0]]  # [front, back] per segment
-    while length[0] + length[1] > max_tokens:
-        longer = 0 if length[0] > length[1] else 1
-        length[longer] -= 1
-        cut[longer][0 if rng.random() < 0.5 else 1] += 1
-    for tokens, (front, back) in zip((tokens_a, tokens_b), cut):
-        del tokens[len(tokens) - back :]
-        del tokens[:front]
+    """Cut the pair in place to at most ``max_tokens`` tokens, from a random end of the longer.
+
+    Same result distribution as the original loop (remove one token at a time from the
+    longer segment, B on a tie, from its front or back by a fair coin), computed in closed
+    form: the longer loses the difference first, then the two alternate.
+    """
+    excess = len(tokens_a) + len(tokens_b) - max_tokens
+    if excess <= 0:
+        return
+    difference = len(tokens_a) - len(tokens_b)
+    first = min(excess, abs(difference))
+    rest = excess - first
+    cut_a = rest // 2 + (first if difference > 0 else 0)
+    cut_b = rest - rest // 2 + (first if difference <= 0 else 0)
+    for tokens, cut in ((tokens_a, cut_a), (tokens_b, cut_b)):
+        if cut:
+            front = rng.getrandbits(cut).bit_count()  # one fair coin per removed token
+            del tokens[len(tokens) - (cut - front) :]
+            del tokens[:front]
 
 
 def _other_document(documents: Sequence[Document], index: int, rng: random.Random) -> Document:

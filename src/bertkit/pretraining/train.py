@@ -49,6 +49,7 @@ from bertkit.training import (
     restore_training_state,
 )
 from bertkit.training import distributed as dist
+from bertkit.training.cpu import keep_freed_memory
 
 
 @dataclass
@@ -78,6 +79,8 @@ class _Run:
     def __init__(self, config: PretrainConfig, ctx: dist.DistContext):
         self.config, self.ctx = config, ctx
         self.out = Path(config.out)
+        if ctx.device.type == "cpu":
+            keep_freed_memory()
         self.checkpoints = CheckpointManager(self.out / "checkpoints", keep=config.keep)
         self.train_data, self.eval_data = open_datasets(config)
         self.tokenizer = build_tokenizer(config, self.train_data.meta)
@@ -114,6 +117,11 @@ class _Run:
                                scheduler=self.scheduler, scaler=trainer.scaler,
                                source=str(latest), rank=self.ctx.rank)
         extra = state["extra"]
+        if state["config"].get("steps") != self.config.steps:
+            raise BertkitError(
+                f"{latest}: written by a run of {state['config'].get('steps')} steps, this run "
+                f"has --steps {self.config.steps}; the schedule depends on it: resume with the same steps"
+            )
         if extra.get("global_batch") != self.batches.global_batch_size:
             raise BertkitError(
                 f"{latest}: written with a global batch of {extra.get('global_batch')}, this run "

@@ -100,16 +100,16 @@ class BasicTokenizer:
         chars = self.chars
         return "".join([chars[c] for c in text]).split()
 
-    def words_with_starts(self, text: str) -> tuple[list[str], list[int], list[int] | None]:
-        """Words, each word's start in the normalised text, and a normalised->original map.
+    def words_with_spans(self, text: str) -> tuple[list[str], list[tuple[int, int]], list[int] | None]:
+        """Words, each word's span in the normalised text, and a normalised->original map.
 
         The map is ``None`` when normalised and original indices coincide.
         """
         if text.isascii() and not _ASCII_CONTROL_RE.search(text):
             matches = list(ASCII_WORD_RE.finditer(text.lower() if self.lowercase else text))
-            return list(map(re.Match.group, matches)), list(map(re.Match.start, matches)), None
+            return list(map(re.Match.group, matches)), list(map(re.Match.span, matches)), None
         chars = self.chars
         pieces = [chars[c] for c in text]
         owner = [i for i, piece in enumerate(pieces) for _ in piece]
         matches = list(_WORD_RE.finditer("".join(pieces)))
-        return list(map(re.Match.group, matches)), list(map(re.Match.start, matches)), owner
+        return list(map(re.Match.group, matches)), list(map(re.Match.span, matches)), owner

@@ -6,8 +6,8 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
-from itertools import chain, repeat
-from operator import add, itemgetter, sub
+from itertools import chain, compress, count
+from operator import itemgetter
 from pathlib import Path
 
 from bertkit.errors import DataFormatError
@@ -18,7 +18,8 @@ from bertkit.tokenizer.vocab import SPECIAL_TOKENS, Vocab
 from bertkit.tokenizer.wordpiece import WordPiece
 
 TextInput = str | Sequence[str]  # raw text, or a pre-tokenized list of words
-_IDS, _STARTS, _ENDS = itemgetter(0), itemgetter(1), itemgetter(2)
+_IDS = itemgetter(0)
+_ONE = 1
 
 
 class BertTokenizer:
@@ -152,21 +153,27 @@ class BertTokenizer:
 
     def _words_with_offsets(self, text: str, base: int, ids: list, offsets: list) -> None:
         """Append the ids and original-text spans of ``text`` (found at ``base``)."""
-        words, word_starts, owner = self.basic.words_with_starts(text)
+        words, spans, owner = self.basic.words_with_spans(text)
         entries = list(map(self.wordpiece.__getitem__, words))
         ids += chain.from_iterable(map(_IDS, entries))
-        # Each piece's span is its word's start plus the piece's span inside the word; the
-        # arithmetic runs in C through iterator chains, which is what makes offsets cheap.
-        counts = list(map(len, map(_IDS, entries)))
-        if owner is None and base:
-            word_starts = [s + base for s in word_starts]
-        repeated = list(chain.from_iterable(map(repeat, word_starts, counts)))
-        starts = map(add, repeated, chain.from_iterable(map(_STARTS, entries)))
-        ends = map(add, repeated, chain.from_iterable(map(_ENDS, entries)))
-        if owner is not None:  # map normalised positions back to original characters
-            starts = map(add, map(owner.__getitem__, starts), repeat(base))
-            ends = map(add, map(owner.__getitem__, map(sub, ends, repeat(1))), repeat(base + 1))
-        offsets += zip(starts, ends)
+        if owner is None and not base:
+            # Most words are one piece whose span is the word's span: take all spans as
+            # they are (a C-level copy) and splice in the pieces of the few split words.
+            multi = list(compress(count(), map(_ONE.__lt__, map(len, map(_IDS, entries)))))
+            if not multi:
+                offsets += spans
+                return
+            local = list(spans)
+            for i in reversed(multi):
+                start = spans[i][0]
+                _, starts, ends = entries[i]
+                local[i:i + 1] = [(start + a, start + b) for a, b in zip(starts, ends)]
+            offsets += local
+            return
+        if owner is None:
+            owner = range(len(text))
+        offsets += [(base + owner[s + a], base + owner[s + b - 1] + 1)
+                    for (s, _), (_, starts, ends) in zip(spans, entries) for a, b in zip(starts, ends)]
 
     def _sequence(self, text: TextInput, offsets: bool):
         """``(ids, offsets | None, word_ids | None)`` for one text or list of words."""

@@ -9,6 +9,7 @@
 * :class:`EpochBatches` - deterministic, rank-sharded, resumable batch order.
 * :class:`TrainStep`, :class:`MetricSums` - one optimizer step (accumulation, autocast,
   clipping, non-finite guard) and sync-free metric sums.
+* :func:`keep_freed_memory` - glibc malloc setting that spares CPU runs page faults.
 """
 
 from bertkit.training.checkpoint import (
@@ -19,6 +20,7 @@ from bertkit.training.checkpoint import (
     restore_rng_state,
     restore_training_state,
 )
+from bertkit.training.cpu import keep_freed_memory
 from bertkit.training.distributed import DistContext, init_distributed
 from bertkit.training.loop import MetricSums, StepResult, TrainStep, autocast, resolve_precision
 from bertkit.training.optim import build_optimizer, param_groups
@@ -41,6 +43,7 @@ __all__ = [
     "check_model_shape",
     "default_warmup",
     "init_distributed",
+    "keep_freed_memory",
     "linear_warmup_decay",
     "param_groups",
     "resolve_precision",

@@ -1,0 +1,265 @@
+"""Fine-tuning commands: ``finetune``, ``evaluate``, ``predict`` (any task of ``bertkit.tasks.TASKS``).
+
+``finetune TASK --model DIR --data DIR --out DIR`` trains (one point, or ``--grid``) and keeps
+the best model in ``--out``; ``evaluate TASK --model DIR --data DIR`` scores a fine-tuned
+model on the task's dev split(s); ``predict TASK --model DIR --input F.jsonl --output F.jsonl``
+writes each input record with the prediction fields added. A fine-tuned model directory
+remembers its task options (columns, labels) and ``max_seq_length``; flags override them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import warnings
+
+from bertkit.errors import BertkitError
+
+_GENERIC = (
+    ("--text-column", "text_column", "column (or JSON field) of the text (default: text)"),
+    ("--pair-column", "pair_column", "column of the second text of a pair task (default: text_pair)"),
+    ("--label-column", "label_column", "column of the label (default: label)"),
+    ("--labels", "labels", "comma-separated label names in head order (default: sorted labels of train)"),
+    ("--id-column", "id_column", "column of an example id (default: the line number)"),
+    ("--format", "format", "csv, tsv or jsonl (default: from the file suffix)"),
+    ("--train-file", "train_file", "training file (default: DATA/train.{csv,tsv,jsonl})"),
+    ("--dev-file", "dev_file", "evaluation file (default: DATA/dev.{csv,tsv,jsonl})"),
+)
+
+
+def _task_help() -> str:
+    from bertkit.tasks import TASKS
+
+    return "task: " + ", ".join(TASKS)
+
+
+def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
+    parser.add_argument("task", metavar="TASK", help=_task_help())
+    parser.add_argument("--model", required=True, metavar="DIR",
+                        help="model directory (bertkit or Hugging Face BERT)")
+    if data:
+        parser.add_argument("--data", required=True, metavar="DIR",
+                            help="data folder (GLUE: the task folder or the GLUE root)")
+    parser.add_argument("--vocab", metavar="FILE", help="vocab.txt when the model has none")
+    case = parser.add_mutually_exclusive_group()
+    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
+                      help="lower-case input (uncased vocabulary)")
+    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
+    parser.add_argument("--max-seq-length", type=int, default=None, metavar="N",
+                        help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
+                             "model's); longer inputs are truncated with a warning")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                        help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                        help="no progress bars (default: bars on a terminal)")
+    parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="task option (value parsed as JSON when it can be), repeatable")
+    group = parser.add_argument_group("generic tasks (text-classification, regression, ...)")
+    for flag, dest, text in _GENERIC:
+        group.add_argument(flag, dest=dest, default=None, help=text)
+
+
+def register(subparsers) -> None:
+    """Add ``finetune``, ``evaluate`` and ``predict``."""
+    ft = subparsers.add_parser(
+        "finetune", help="fine-tune a model on a task (GLUE, SWAG, generic, NER, SQuAD)",
+        description="Fine-tune with the BERT paper's recipe (AdamW, 10% warm-up then linear "
+                    "decay, dropout 0.1); keep the best epoch (by the dev main metric) as a "
+                    "model directory in --out, with log.jsonl, results.json and dev predictions.")
+    _common(ft)
+    ft.add_argument("--out", required=True, metavar="DIR", help="output model directory")
+    ft.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default 2e-5)")
+    ft.add_argument("--batch-size", type=int, default=32, help="training batch size (default 32)")
+    ft.add_argument("--epochs", type=int, default=3, help="epochs (default 3)")
+    ft.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    ft.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
+                    help="grid search: bare --grid is the paper's lr 5e-5,3e-5,2e-5 x batch 16,32 x "
+                         "epochs 2,3,4; or e.g. --grid lr=5e-5,3e-5 batch=32 epochs=3 seed=1,2 "
+                         "(missing keys take the single values)")
+    ft.add_argument("--warmup", type=float, default=0.1, help="warm-up fraction of the updates (0.1)")
+    ft.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (0.01)")
+    ft.add_argument("--dropout", type=float, default=0.1, help="dropout (0.1)")
+    ft.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (1.0)")
+    ft.add_argument("--eval-batch-size", type=int, default=64, help="evaluation batch size (64)")
+    ft.add_argument("--select", choices=["best", "last"], default="best",
+                    help="keep the best epoch of every run (default) or only final epochs")
+    ft.add_argument("--max-train-examples", type=int, default=None, metavar="N",
+                    help="train on a fixed random sample of N examples")
+    ft.add_argument("--log-every", type=int, default=100, metavar="STEPS", help="train-loss log interval")
+    ft.set_defaults(func=run_finetune)
+
+    ev = subparsers.add_parser("evaluate", help="score a fine-tuned model on a task's dev data",
+                               description="Evaluate a fine-tuned model on the task's evaluation "
+                                           "split(s) and print the metrics (main metric first).")
+    _common(ev)
+    ev.add_argument("--split", action="append", default=None,
+                    help="split(s) to score (default: the task's dev split(s))")
+    ev.add_argument("--batch-size", type=int, default=64)
+    ev.add_argument("--output", metavar="FILE.json", help="also write the metrics as JSON")
+    ev.add_argument("--predictions", metavar="DIR", help="write predictions_<split>.jsonl there")
+    ev.set_defaults(func=run_evaluate)
+
+    pr = subparsers.add_parser("predict", help="predict labels for a JSON Lines file",
+                               description="Read FILE.jsonl (one input per line, fields as the task's "
+                                           "data: e.g. sentence / sentence1+sentence2 / text+text_pair), "
+                                           "write each record with its prediction fields added.")
+    _common(pr, data=False)
+    pr.add_argument("--input", required=True, metavar="FILE.jsonl")
+    pr.add_argument("--output", required=True, metavar="FILE.jsonl")
+    pr.add_argument("--batch-size", type=int, default=64)
+    pr.set_defaults(func=run_predict)
+
+
+# ------------------------------------------------------------------ helpers
+def _option_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def task_options(args, saved: dict | None = None) -> dict:
+    """Saved options (from the model directory), then the generic flags, then ``-o``."""
+    options = dict(saved or {})
+    for _, dest, _ in _GENERIC:
+        value = getattr(args, dest, None)
+        if value is not None:
+            options[dest] = value.split(",") if dest == "labels" else value
+    for item in args.task_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BertkitError(f"bad task option {item!r}; expected KEY=VALUE")
+        options[key.strip().replace("-", "_")] = _option_value(value)
+    return options
+
+
+@contextlib.contextmanager
+def _plain_warnings():
+    """Warnings as one ``bertkit: warning: ...`` line each (no source lines)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = lambda message, *a, **k: print(f"bertkit: warning: {message}",
+                                                              file=sys.stderr)
+        yield
+
+
+def _setup(args, for_training: bool):
+    """(task, tokenizer, saved finetune entry) for the command's model and task."""
+    import torch
+
+    from bertkit.inference import load_tokenizer
+    from bertkit.tasks import canonical_name, get_task
+    from bertkit.tasks.base import FINETUNE_KEY, read_model_config
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    name = canonical_name(args.task)
+    entry = read_model_config(args.model).get(FINETUNE_KEY) or {}
+    saved = entry.get("options") if entry.get("task") == name and not for_training else None
+    task = get_task(name, **task_options(args, saved))
+    tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
+    return task, tokenizer, entry
+
+
+def _max_len(args, entry: dict) -> int:
+    return args.max_seq_length or int(entry.get("max_seq_length") or 128)
+
+
+# ------------------------------------------------------------------ handlers
+def run_finetune(args) -> int:
+    """Handler of ``finetune``: prints the grid table and where the best model went."""
+    from bertkit.tasks.finetune import FinetuneConfig, finetune, format_table, parse_grid
+
+    with _plain_warnings():
+        task, tokenizer, _ = _setup(args, for_training=True)
+        cfg = FinetuneConfig(
+            lr=args.lr, batch=args.batch_size, epochs=args.epochs, seed=args.seed,
+            grid=parse_grid(args.grid) if args.grid is not None else None,
+            max_seq_length=args.max_seq_length or 128, warmup=args.warmup,
+            weight_decay=args.weight_decay, dropout=args.dropout, max_grad_norm=args.max_grad_norm,
+            eval_batch=args.eval_batch_size, device=args.device, precision=args.precision,
+            log_every=args.log_every, progress=args.progress, select=args.select,
+            max_train_examples=args.max_train_examples)
+        runs, best = finetune(task, args.model, args.data, args.out, cfg, tokenizer=tokenizer)
+    print(format_table(runs, task.main_metric))
+    print(f"best: {task.main_metric}={best.metrics[task.main_metric]:.4f} (lr={best.hyper.lr:g} "
+          f"batch={best.hyper.batch} epochs={best.hyper.epochs} seed={best.hyper.seed}, "
+          f"epoch {best.epoch}) -> {args.out}")
+    return 0
+
+
+def _load_model(task, args):
+    model = task.build_model(args.model)
+    fresh = [n for n in getattr(task, "load_notes", []) if "freshly initialised" in n]
+    if fresh:
+        warnings.warn(f"{args.model} is not fine-tuned for {task.name}: {fresh[0]}", stacklevel=2)
+    return model
+
+
+def _device(args):
+    from bertkit.training import resolve_precision
+    from bertkit.training.distributed import pick_device
+
+    device = pick_device(args.device)
+    return device, resolve_precision(args.precision, device)
+
+
+def run_evaluate(args) -> int:
+    """Handler of ``evaluate``: ``split key=value ...`` lines, then the JSON."""
+    from pathlib import Path
+
+    from bertkit.inference import check_vocabulary
+    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets, write_predictions
+
+    with _plain_warnings():
+        task, tokenizer, entry = _setup(args, for_training=False)
+        model = _load_model(task, args)
+        check_vocabulary(tokenizer, model, args.model)
+        device, precision = _device(args)
+        results = {}
+        for split in args.split or task.eval_splits():
+            sets = load_eval_sets(task, args.data, tokenizer, _max_len(args, entry), [split])
+            metrics, raw = evaluate_sets(task, model.to(device), sets, args.batch_size, device,
+                                         precision, args.progress)
+            results[split] = metrics
+            print(f"{split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+            if args.predictions:
+                write_predictions(task, sets, raw, Path(args.predictions))
+    if args.output:
+        from bertkit.fileio import atomic_write
+
+        with atomic_write(args.output) as f:
+            json.dump({"task": task.name, "model": args.model, "metrics": results}, f, indent=2)
+    print(json.dumps(results))
+    return 0
+
+
+def run_predict(args) -> int:
+    """Handler of ``predict``: one output record per input record, input fields kept."""
+    from bertkit.fileio import atomic_write
+    from bertkit.inference import check_vocabulary
+    from bertkit.tasks.finetune import featurize, run_model
+    from bertkit.tasks.formats.base import iter_jsonl
+
+    with _plain_warnings():
+        task, tokenizer, entry = _setup(args, for_training=False)
+        model = _load_model(task, args)
+        check_vocabulary(tokenizer, model, args.model)
+        device, precision = _device(args)
+        records = [record for _, record in iter_jsonl(args.input)]
+        if not records:
+            raise BertkitError(f"{args.input}: no input records")
+        examples = task.read_input(args.input)
+        features = featurize(task, examples, tokenizer, _max_len(args, entry), False, "input")
+        outputs = run_model(task, model.to(device), features, args.batch_size, device, precision,
+                            True if args.progress is None else args.progress, desc="predict")
+        predictions = task.predict(examples, features, outputs)
+        with atomic_write(args.output) as f:
+            for record, prediction in zip(records, predictions):
+                f.write(json.dumps({**record, **prediction}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(predictions)} predictions to {args.output}", file=sys.stderr)
+    return 0

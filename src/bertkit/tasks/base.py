@@ -1,0 +1,284 @@
+"""The task interface every fine-tuning family implements (GLUE, generic, SWAG, NER, SQuAD).
+
+A :class:`Task` knows its data and its head; the one loop in :mod:`bertkit.tasks.finetune`
+knows nothing task-specific. The loop calls, in order::
+
+    task = create_task("sst2", **options)              # via bertkit.tasks.TASKS
+    examples = task.read(data_dir, "train")            # any objects, file order
+    feats = task.featurize(examples, tokenizer, max_seq_length, train=True)   # FeatureSet
+    model = task.build_model(model_dir, config_overrides={...})   # head sized from labels
+    loss = task.compute(model, batch).loss             # batch = feats.collate(indices)
+    outputs = {name: [per-feature numpy arrays]}       # task.output_names, in feature order
+    task.evaluate(examples, feats, outputs) -> {"metric": value, ...}   # main metric first
+    task.predict(examples, feats, outputs) -> [one JSON-able dict per example]
+    save_pretrained(model, out, tokenizer=tok, extra_config=task.config_entries())
+
+Contract details:
+
+* **Splits.** ``read(data_dir, split)`` reads ``"train"`` or one of :meth:`eval_splits`
+  (``("dev",)`` unless a family has more, e.g. MNLI's mismatched dev); malformed input
+  raises :class:`~bertkit.errors.DataFormatError` with file and line. ``read_input(path)``
+  reads the JSON Lines file of ``bertkit predict`` (labels optional).
+* **Features.** A :class:`FeatureSet` is a list of feature dicts (name -> numpy int array,
+  the last axis being the token axis for the names in ``pad_values``), one ``meta`` entry per
+  feature (anything: e.g. the example index, offsets, word ids; the loop never reads it) and
+  ``num_truncated`` (examples that lost tokens; the loop warns). An example may give several
+  features (SQuAD windows) or none. Feature keys are the model's ``forward`` keyword
+  arguments (``input_ids``, ``token_type_ids``, ``attention_mask``, ``labels``,
+  ``start_positions``...); ``collate`` pads the ``pad_values`` keys to the batch's longest
+  feature (``labels`` of a token task pads with -100) and stacks everything else.
+* **Outputs.** ``output_names`` are the :class:`~bertkit.model.outputs.ModelOutput` fields to
+  keep per feature (``("logits",)``; QA: ``("start_logits", "end_logits")``). With
+  ``token_outputs`` the loop cuts each feature's row back to that feature's own length (no
+  padding positions), so ``outputs[name][i]`` is ``(len_i, ...)``; otherwise it is the row as
+  the model gave it (``(num_labels,)``, ``(choices,)``).
+* **Head and labels.** ``labels`` are the label names in head order (``None`` for
+  regression or span tasks); :meth:`build_model` loads ``model_class`` with
+  :meth:`model_kwargs` and refuses (:class:`~bertkit.errors.CheckpointError`) a checkpoint
+  whose trained head has another label count or other label names. :meth:`config_entries`
+  goes into the saved ``config.json`` (``id2label``/``label2id``, ``finetuning_task`` and
+  ``bertkit_finetune = {"task", "options"}``) so ``evaluate``/``predict`` rebuild the same
+  task from the model directory alone (:func:`saved_task_options`).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.errors import BertkitError, CheckpointError
+
+__all__ = [
+    "IGNORE_INDEX",
+    "FeatureSet",
+    "Task",
+    "check_head",
+    "label_maps",
+    "read_model_config",
+    "saved_task_options",
+]
+
+IGNORE_INDEX = -100
+FINETUNE_KEY = "bertkit_finetune"
+
+
+@dataclass
+class FeatureSet:
+    """Model inputs of one split: ``features[i]`` is a dict of numpy arrays, ``meta[i]`` its
+    side information; see the module docstring.
+
+    ``pad_values`` maps the token-axis keys to their padding value; ``num_examples`` is the
+    number of examples the features came from; ``num_truncated`` how many of them lost tokens.
+    """
+
+    features: list[dict[str, np.ndarray]]
+    meta: list[Any]
+    pad_values: dict[str, int]
+    num_examples: int = 0
+    num_truncated: int = 0
+    lengths: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.meta) != len(self.features):
+            raise ValueError(f"{len(self.features)} features but {len(self.meta)} meta entries")
+        self.lengths = np.array([np.shape(f["input_ids"])[-1] for f in self.features], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def collate(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        """The features at ``indices`` as a batch of tensors, token axes padded to the longest."""
+        items = [self.features[i] for i in indices]
+        longest = int(max(self.lengths[i] for i in indices))
+        batch = {}
+        for key in items[0]:
+            arrays = [np.asarray(item[key]) for item in items]
+            if key in self.pad_values:
+                lead = arrays[0].shape[:-1]
+                out = np.full((len(arrays), *lead, longest), self.pad_values[key], dtype=np.int64)
+                for row, array in zip(out, arrays):
+                    row[..., : array.shape[-1]] = array
+            else:
+                out = np.stack(arrays)
+            batch[key] = torch.from_numpy(out)
+        return batch
+
+    def subset(self, indices: Sequence[int]) -> FeatureSet:
+        """The features at ``indices`` (e.g. a quick sample of the training set)."""
+        return FeatureSet([self.features[i] for i in indices], [self.meta[i] for i in indices],
+                          self.pad_values, len(indices), 0)
+
+
+def label_maps(labels: Sequence[str]) -> dict[str, dict]:
+    """``{"id2label": {"0": name, ...}, "label2id": {name: 0, ...}}`` (HF config fields)."""
+    return {"id2label": {str(i): name for i, name in enumerate(labels)},
+            "label2id": {name: i for i, name in enumerate(labels)}}
+
+
+def read_model_config(model_dir: str | Path) -> dict:
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{model_dir}: not a model directory (no config.json)")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def saved_task_options(model_dir: str | Path) -> tuple[str | None, dict]:
+    """The task name and options a fine-tuned model directory was trained with
+    (``(None, {})`` for a model that was never fine-tuned by bertkit)."""
+    entry = read_model_config(model_dir).get(FINETUNE_KEY) or {}
+    return entry.get("task"), dict(entry.get("options") or {})
+
+
+def _head_rows(model_dir: str | Path, tensor_names: Sequence[str]) -> int | None:
+    """Output rows of the first tensor of ``tensor_names`` in the checkpoint (None: absent)."""
+    directory = Path(model_dir)
+    if (directory / "model.safetensors").is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(directory / "model.safetensors"), framework="pt") as f:
+            for name in tensor_names:
+                if name in f.keys():
+                    return int(f.get_slice(name).get_shape()[0])
+        return None
+    return None  # pytorch_model.bin: load_pretrained's own shape check reports it
+
+
+def check_head(model_dir: str | Path, head_tensor: str, labels: Sequence[str] | None,
+               num_outputs: int, task_name: str) -> None:
+    """Refuse a checkpoint whose trained head does not fit the task.
+
+    ``head_tensor`` is the HF name of the head's weight (e.g. ``classifier.weight``);
+    ``num_outputs`` the rows the task needs. A head of another size, or (for a directory
+    with real label names) other label names, is a :class:`CheckpointError` saying both.
+    """
+    rows = _head_rows(model_dir, [head_tensor])
+    if rows is None:
+        return
+    id2label = read_model_config(model_dir).get("id2label") or {}
+    saved = [id2label[k] for k in sorted(id2label, key=int)] if id2label else []
+    if rows != num_outputs:
+        names = f" ({', '.join(saved)})" if saved else ""
+        raise CheckpointError(
+            f"{model_dir}: its head has {rows} output(s){names} but task {task_name} needs "
+            f"{num_outputs}" + (f" ({', '.join(labels)})" if labels else "")
+            + "; start from a model without this head (e.g. the pre-trained one)")
+    generic = all(name == f"LABEL_{i}" for i, name in enumerate(saved))
+    if labels is not None and saved and not generic and list(saved) != list(labels):
+        raise CheckpointError(f"{model_dir}: its head predicts labels {saved}, "
+                              f"but task {task_name} has labels {list(labels)}")
+
+
+class Task:
+    """Base class of a fine-tuning task; a family overrides the methods marked below.
+
+    Class attributes: ``model_class`` (a :mod:`bertkit.model` head class), ``head_tensor``
+    (HF name of the head weight, for :func:`check_head`; ``None`` skips the check),
+    ``output_names``, ``token_outputs`` (see the module docstring). Instance attributes:
+    ``name`` (registry name), ``labels`` (names in head order or ``None``), ``options``
+    (JSON-able constructor options, saved with the model).
+    """
+
+    model_class: type = None  # type: ignore[assignment]
+    head_tensor: str | None = "classifier.weight"
+    output_names: tuple[str, ...] = ("logits",)
+    token_outputs: bool = False
+
+    def __init__(self, name: str, labels: Sequence[str] | None = None, **options: Any):
+        self.name = name
+        self.labels = list(labels) if labels is not None else None
+        self.options = dict(options)
+
+    # ------------------------------------------------------------ data (override)
+    def eval_splits(self) -> tuple[str, ...]:
+        """Splits scored after every epoch; the first one's main metric selects the model."""
+        return ("dev",)
+
+    def read(self, data_dir: str | Path, split: str) -> list:
+        """Examples of ``split`` under ``data_dir`` (override)."""
+        raise NotImplementedError
+
+    def read_input(self, path: str | Path) -> list:
+        """Examples of a ``predict`` JSON Lines file, labels optional (override)."""
+        raise NotImplementedError
+
+    def featurize(self, examples: Sequence, tokenizer, max_seq_length: int,
+                  train: bool = False) -> FeatureSet:
+        """Examples -> :class:`FeatureSet` (override). With ``train`` every feature carries
+        its training target; without it targets are added when the examples have them."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ scoring (override)
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """Metric names :meth:`evaluate` returns, main (model-selecting) metric first."""
+        raise NotImplementedError
+
+    @property
+    def main_metric(self) -> str:
+        return self.metric_names[0]
+
+    def evaluate(self, examples: Sequence, features: FeatureSet,
+                 outputs: dict[str, list[np.ndarray]]) -> dict[str, float]:
+        """Metrics of the outputs against the examples' labels, main metric first (override)."""
+        raise NotImplementedError
+
+    def predict(self, examples: Sequence, features: FeatureSet,
+                outputs: dict[str, list[np.ndarray]]) -> list[dict]:
+        """One JSON-able prediction record per example, in example order (override)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ model
+    @property
+    def num_labels(self) -> int:
+        """Head outputs: the label count, 1 for regression."""
+        return len(self.labels) if self.labels is not None else 1
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """Constructor keyword arguments of ``model_class`` besides the config."""
+        return {"num_labels": self.num_labels}
+
+    def build_model(self, model_dir: str | Path, config_overrides: dict[str, Any] | None = None):
+        """``model_class`` loaded from ``model_dir`` (eval mode, CPU), head checked against
+        the task. Missing head tensors are freshly initialised, as fine-tuning expects."""
+        from bertkit.checkpoint import load_pretrained
+
+        if self.head_tensor is not None:
+            kwargs = self.model_kwargs()
+            check_head(model_dir, self.head_tensor, self.labels,
+                       kwargs.get("num_labels", self.num_labels), self.name)
+        overrides = dict(config_overrides or {})
+        if self.labels is not None:
+            overrides.update(label_maps(self.labels))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = load_pretrained(model_dir, self.model_class, config_overrides=overrides,
+                                    **self.model_kwargs())
+        self.load_notes = [str(w.message) for w in caught]
+        return model
+
+    def compute(self, model, batch: dict[str, torch.Tensor]):
+        """The model's output on a collated batch (its ``loss`` when targets are present)."""
+        return model(**batch)
+
+    def config_entries(self) -> dict[str, Any]:
+        """Extra ``config.json`` fields of the fine-tuned model (labels, task, options)."""
+        entries: dict[str, Any] = {"finetuning_task": self.name,
+                                   FINETUNE_KEY: {"task": self.name, "options": self.options}}
+        if self.labels is not None:
+            entries.update(label_maps(self.labels))
+        return entries
+
+    def label_index(self, label: str, where: str = "") -> int:
+        """Index of ``label`` in :attr:`labels`; a BertkitError names the known ones."""
+        if self.labels is None or label not in self.labels:
+            raise BertkitError(f"{where}{self.name}: unknown label {label!r}; "
+                               f"expected one of {', '.join(map(repr, self.labels or []))}")
+        return self.labels.index(label)

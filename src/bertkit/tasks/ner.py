@@ -1,0 +1,207 @@
+"""Token classification: CoNLL-2003 NER (``ner`` / ``conll2003``) and user data
+(``token-classification``), fine-tuned or feature-based.
+
+Data (``read(data_dir, split)``):
+
+* ``ner`` / ``conll2003``: CoNLL files ``word [POS [chunk]] tag`` (IOB1 or IOB2, optional
+  ``-DOCSTART-``) named ``{split}.txt`` (or ``eng.train`` / ``eng.testa`` / ``eng.testb``,
+  ``valid.txt`` for dev); tags are converted to IOB2. The labels are the nine CoNLL-2003
+  tags (``labels=[...]`` replaces them). ``test`` is scored beside ``dev`` when present.
+* ``token-classification``: ``{split}.jsonl`` / ``.json`` (``tokens`` and ``tags`` lists,
+  field names set by ``tokens_field`` / ``tags_field``) or a CoNLL file ``{split}.txt`` /
+  ``.conll`` (``train_file`` / ``dev_file`` / ``format`` override); labels are ``labels=[...]`` or every tag of the training file. Tags must
+  be BIO-shaped only with ``bio=True`` (then also converted to IOB2).
+
+Features and predictions follow :mod:`bertkit.tasks.tagging` (label on each word's first
+sub-token, long sentences split into windows with a warning, or ``long_sentences=
+"truncate"``). Metrics, fractions in [0, 1]: entity-level ``f1`` (main), ``precision``,
+``recall`` as conlleval (:func:`bertkit.metrics.entity_scores`) and token ``accuracy``;
+for non-BIO labels ``accuracy`` alone.
+
+``feature_based=True`` trains :class:`~bertkit.tasks.feature_based.FeatureBasedTagger`
+(frozen encoder; ``feature_layers`` e.g. ``"-1,-2,-3,-4"``, ``combine`` concat|sum,
+``lstm_hidden``, ``lstm_layers``) instead of fine-tuning ``BertForTokenClassification``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError, DataFormatError
+from bertkit.metrics import entity_scores, split_tag
+from bertkit.model import BertForTokenClassification
+from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.formats import TaggedSentence, read_conll, read_token_classification
+from bertkit.tasks.formats.base import iter_jsonl
+from bertkit.tasks.formats.conll import iob1_to_iob2
+from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
+
+__all__ = ["CONLL2003_LABELS", "TokenTask", "create_task"]
+
+CONLL2003_LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]
+_CONLL_FILES = {"train": ("train.txt", "eng.train", "train"),
+                "dev": ("dev.txt", "valid.txt", "eng.testa", "dev"),
+                "test": ("test.txt", "eng.testb", "test")}
+_OPTIONS = {"labels", "long_sentences", "bio", "tokens_field", "tags_field", "train_file",
+            "dev_file", "format", "feature_based", "feature_layers", "combine", "lstm_hidden",
+            "lstm_layers"}
+
+
+def _is_bio(tags: Sequence[str]) -> bool:
+    try:
+        for tag in tags:
+            split_tag(tag)
+    except ValueError:
+        return False
+    return True
+
+
+class TokenTask(Task):
+    """A token-classification task (see the module docstring for data, options, metrics)."""
+
+    model_class = BertForTokenClassification
+    head_tensor = "classifier.weight"
+    output_names = ("logits",)
+    token_outputs = True
+
+    def __init__(self, name: str, **options: Any):
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise BertkitError(f"{name}: unknown option(s) {', '.join(sorted(unknown))}; "
+                               f"known: {', '.join(sorted(_OPTIONS))}")
+        self.conll = name in ("ner", "conll2003")
+        labels = options.get("labels") or (CONLL2003_LABELS if self.conll else None)
+        super().__init__(name, labels, **options)
+        self.bio = bool(options.get("bio", self.conll))
+        self.long_sentences = options.get("long_sentences", "split")
+        self.feature_based = bool(options.get("feature_based", False))
+        self._has_test = False
+
+    # ------------------------------------------------------------ data
+    def eval_splits(self) -> tuple[str, ...]:
+        return ("dev", "test") if self._has_test else ("dev",)
+
+    def _find(self, data_dir: Path, split: str) -> Path | None:
+        given = self.options.get(f"{split}_file")
+        if given:
+            return Path(given) if Path(given).is_file() else data_dir / given
+        names = _CONLL_FILES.get(split, (split,)) if self.conll else (split,)
+        suffixes = ("",) if self.conll else (".jsonl", ".json", ".txt", ".conll")
+        for name in names:
+            for suffix in suffixes:
+                if (data_dir / (name + suffix)).is_file():
+                    return data_dir / (name + suffix)
+        return None
+
+    def read(self, data_dir: str | Path, split: str) -> list[TaggedSentence]:
+        path = self._find(Path(data_dir), split)
+        if path is None:
+            raise BertkitError(f"{self.name}: no {split} file in {data_dir}")
+        if split == "train":
+            self._has_test = self._find(Path(data_dir), "test") is not None
+        if self.conll:
+            sentences = read_conll(path, to_iob2=True)
+        else:
+            sentences = read_token_classification(
+                path, self.options.get("tokens_field", "tokens"),
+                self.options.get("tags_field", "tags"), bio=self.bio, to_iob2=self.bio,
+                file_format=self.options.get("format"))
+        if self.labels is None and split == "train":
+            self.labels = label_list([s.tags for s in sentences])
+            self.options["labels"] = self.labels
+        return sentences
+
+    def read_input(self, path: str | Path) -> list[TaggedSentence]:
+        """JSON Lines records with ``tokens`` (a list of words) or ``text`` (split on
+        whitespace), optionally ``tags``."""
+        sentences = []
+        for line, record in iter_jsonl(path):
+            words = record.get("tokens", record.get("words"))
+            if words is None and isinstance(record.get("text"), str):
+                words = record["text"].split()
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise DataFormatError(path, "expected 'tokens' (list of strings) or 'text'", line)
+            tags = record.get("tags") or []
+            if tags and len(tags) != len(words):
+                raise DataFormatError(path, f"{len(words)} tokens but {len(tags)} tags", line)
+            sentences.append(TaggedSentence(words, iob1_to_iob2(tags) if self.bio else tags, line))
+        return sentences
+
+    def featurize(self, examples: Sequence[TaggedSentence], tokenizer, max_seq_length: int,
+                  train: bool = False) -> FeatureSet:
+        labelled = all(len(s.tags) == len(s.words) for s in examples)
+        if train and not labelled:
+            raise BertkitError(f"{self.name}: a training sentence has no tags")
+        label2id = {t: i for i, t in enumerate(self.labels or [])}
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("always", category=UserWarning)
+                return featurize_tagging(tokenizer, [s.words for s in examples],
+                                         [s.tags for s in examples] if labelled else None,
+                                         label2id, max_seq_length, self.long_sentences)
+        except ValueError as e:
+            raise BertkitError(f"{self.name}: {e}") from None
+
+    # ------------------------------------------------------------ scoring
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        if self.labels is not None and not _is_bio(self.labels):
+            return ("accuracy",)
+        return ("f1", "precision", "recall", "accuracy")
+
+    def word_tags(self, examples, features: FeatureSet, outputs) -> list[list[str]]:
+        """Predicted tags, one per word of every sentence."""
+        ids = [np.asarray(logits).argmax(axis=-1) for logits in outputs["logits"]]
+        return word_predictions(features.meta, ids, [len(s.words) for s in examples], self.labels)
+
+    def evaluate(self, examples, features, outputs) -> dict[str, float]:
+        if any(len(s.tags) != len(s.words) for s in examples):
+            raise BertkitError(f"{self.name}: the evaluation data has no tags to score against")
+        predicted = self.word_tags(examples, features, outputs)
+        gold = [s.tags for s in examples]
+        if self.metric_names == ("accuracy",):
+            pairs = [(g, p) for gs, ps in zip(gold, predicted) for g, p in zip(gs, ps)]
+            return {"accuracy": sum(g == p for g, p in pairs) / max(1, len(pairs))}
+        scores = entity_scores(gold, predicted)
+        return {name: scores[name] for name in self.metric_names}
+
+    def predict(self, examples, features, outputs) -> list[dict]:
+        predicted = self.word_tags(examples, features, outputs)
+        return [{"id": s.line, "tokens": s.words, "tags": tags} for s, tags in zip(examples, predicted)]
+
+    # ------------------------------------------------------------ model
+    def feature_settings(self) -> dict[str, Any]:
+        """Keyword arguments of the feature-based tagger from the options."""
+        settings = {"layers": self.options.get("feature_layers", "-1,-2,-3,-4"),
+                    "combine": self.options.get("combine", "concat")}
+        for key in ("lstm_hidden", "lstm_layers"):
+            if key in self.options:
+                settings[key] = int(self.options[key])
+        return settings
+
+    def build_model(self, model_dir: str | Path, config_overrides: dict[str, Any] | None = None):
+        if not self.feature_based:
+            return super().build_model(model_dir, config_overrides)
+        from bertkit.tasks.base import label_maps
+        from bertkit.tasks.feature_based import build_feature_based
+
+        overrides = {**(config_overrides or {}), **label_maps(self.labels)}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                model = build_feature_based(model_dir, self.num_labels, overrides,
+                                            **self.feature_settings())
+            except ValueError as e:
+                raise BertkitError(f"{self.name}: {e}") from None
+        self.load_notes = [str(w.message) for w in caught]
+        return model
+
+
+def create_task(name: str, **options: Any) -> TokenTask:
+    """``ner`` / ``conll2003`` (CoNLL-2003 labels) or ``token-classification``."""
+    return TokenTask(name, **options)

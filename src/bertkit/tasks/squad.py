@@ -1,0 +1,193 @@
+"""SQuAD v1.1 (``squad``) and v2.0 (``squad2``) extractive question answering.
+
+Data: ``read(data_dir, split)`` reads the official JSON ``{split}-v1.1.json`` /
+``{split}-v2.0.json`` (or ``{split}.json``) under ``data_dir``; an answer that is not at
+its ``answer_start`` is a DataFormatError (the reader checks). Windows and training
+labels: :mod:`bertkit.tasks.squad_features` (question = segment A, ``max_seq_length``
+384, ``doc_stride`` 128, ``max_query_length`` 64); answers: :mod:`bertkit.tasks.squad_postprocess`
+(``n_best_size`` 20, ``max_answer_length`` 30, text cut from the original passage).
+
+Metrics (percent, as the official script, :func:`bertkit.metrics.squad_evaluate`):
+v1.1: ``f1`` (main), ``exact``. v2.0: ``best_f1`` (main; F1 at the best null threshold
+on this data), ``best_exact``, ``best_f1_thresh`` (that threshold, on ``null_odds``),
+then ``f1`` / ``exact`` / ``HasAns_*`` / ``NoAns_*`` at the threshold in use
+(``null_score_diff_threshold``, default 0.0). The threshold tuned on the last scored
+evaluation is saved with the model (its ``null_score_diff_threshold`` option), so
+``evaluate`` / ``predict`` with the saved model apply it.
+
+Outputs: :meth:`SquadTask.predict` records ``{"id", "prediction", "best_non_null",
+"null_odds" (v2.0), "nbest"}``; :meth:`SquadTask.write_outputs` writes the original
+``predictions.json``, ``nbest_predictions.json`` and (v2.0) ``null_odds.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import BertkitError, DataFormatError
+from bertkit.fileio import atomic_write
+from bertkit.metrics import squad_evaluate
+from bertkit.model import BertForQuestionAnswering
+from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.formats import SquadExample, read_squad
+from bertkit.tasks.formats.base import iter_jsonl
+from bertkit.tasks.squad_features import check_window_settings, featurize_squad
+from bertkit.tasks.squad_postprocess import (
+    SquadPredictions,
+    postprocess_squad,
+    write_prediction_files,
+)
+
+__all__ = ["SquadTask", "create_task", "split_articles"]
+
+_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
+             "max_answer_length": 30, "null_score_diff_threshold": 0.0}
+
+
+class SquadTask(Task):
+    """SQuAD v1.1 or v2.0 (see the module docstring)."""
+
+    model_class = BertForQuestionAnswering
+    head_tensor = "qa_outputs.weight"
+    output_names = ("start_logits", "end_logits")
+    token_outputs = True
+    default_max_seq_length = 384
+
+    def __init__(self, name: str, **options: Any):
+        unknown = set(options) - set(_DEFAULTS)
+        if unknown:
+            raise BertkitError(f"{name}: unknown option(s) {', '.join(sorted(unknown))}; "
+                               f"known: {', '.join(_DEFAULTS)}")
+        super().__init__(name, None, **options)
+        self.version_2 = name == "squad2"
+        self.settings = {k: type(v)(options.get(k, v)) for k, v in _DEFAULTS.items()}
+        self.tuned_threshold: float | None = None
+
+    @property
+    def num_labels(self) -> int:
+        return 2  # start and end
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    # ------------------------------------------------------------ data
+    def read(self, data_dir: str | Path, split: str) -> list[SquadExample]:
+        version = "v2.0" if self.version_2 else "v1.1"
+        for name in (f"{split}-{version}.json", f"{split}.json"):
+            path = Path(data_dir) / name
+            if path.is_file():
+                return read_squad(path)
+        raise BertkitError(f"{self.name}: no {split}-{version}.json or {split}.json in {data_dir}")
+
+    def read_input(self, path: str | Path) -> list[SquadExample]:
+        """JSON Lines records ``{"id" (optional), "question", "context"}``."""
+        examples = []
+        for line, record in iter_jsonl(path):
+            fields = [record.get(k) for k in ("question", "context")]
+            if not all(isinstance(v, str) for v in fields):
+                raise DataFormatError(path, "expected string fields 'question' and 'context'", line)
+            examples.append(SquadExample(str(record.get("id", line)), *fields))
+        return examples
+
+    def featurize(self, examples: Sequence[SquadExample], tokenizer, max_seq_length: int,
+                  train: bool = False) -> FeatureSet:
+        s = self.settings
+        try:
+            check_window_settings(max_seq_length, s["doc_stride"], s["max_query_length"])
+        except ValueError as e:
+            raise BertkitError(f"{self.name}: {e} (SQuAD uses --max-seq-length 384 with "
+                               "doc_stride 128 and max_query_length 64)") from None
+        labelled = train or any(ex.answers for ex in examples)
+        return featurize_squad(tokenizer, examples, max_seq_length, s["doc_stride"],
+                               s["max_query_length"], with_positions=labelled)
+
+    # ------------------------------------------------------------ answers and scores
+    def answers(self, examples, features: FeatureSet, outputs) -> SquadPredictions:
+        """Post-processed answers at the threshold in use."""
+        s = self.settings
+        return postprocess_squad(examples, features.meta, outputs["start_logits"],
+                                 outputs["end_logits"], s["n_best_size"], s["max_answer_length"],
+                                 self.version_2, s["null_score_diff_threshold"])
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        if self.version_2:
+            return ("best_f1", "best_exact", "best_f1_thresh", "f1", "exact", "HasAns_f1",
+                    "HasAns_exact", "NoAns_f1")
+        return ("f1", "exact")
+
+    def evaluate(self, examples, features, outputs) -> dict[str, float]:
+        predictions = self.answers(examples, features, outputs)
+        dataset = dataset_json(examples)
+        if not self.version_2:
+            result = squad_evaluate(dataset, predictions.answers)
+            return {"f1": result["f1"], "exact": result["exact"]}
+        result = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds,
+                                self.settings["null_score_diff_threshold"])
+        self.tuned_threshold = float(result["best_f1_thresh"])
+        return {name: result[name] for name in self.metric_names if name in result}
+
+    def predict(self, examples, features, outputs) -> list[dict]:
+        predictions = self.answers(examples, features, outputs)
+        records = []
+        for ex in examples:
+            record = {"id": ex.qid, "prediction": predictions.answers[ex.qid],
+                      "best_non_null": predictions.best_non_null[ex.qid]}
+            if self.version_2:
+                record["null_odds"] = predictions.null_odds[ex.qid]
+            record["nbest"] = predictions.nbest[ex.qid]
+            records.append(record)
+        return records
+
+    def write_outputs(self, directory: str | Path, split: str, examples, features: FeatureSet,
+                      outputs) -> list[Path]:
+        """The original run_squad files for ``examples`` in ``directory`` (``split`` unused:
+        one split per directory, as the original)."""
+        return write_prediction_files(self.answers(examples, features, outputs), directory)
+
+    def config_entries(self) -> dict[str, Any]:
+        """Also saves the tuned null threshold (v2.0) as the model's threshold option."""
+        entries = super().config_entries()
+        if self.version_2 and self.tuned_threshold is not None:
+            options = {**entries["bertkit_finetune"]["options"],
+                       "null_score_diff_threshold": self.tuned_threshold}
+            entries["bertkit_finetune"] = {**entries["bertkit_finetune"], "options": options}
+            entries["null_score_diff_threshold"] = self.tuned_threshold
+        return entries
+
+
+def dataset_json(examples: Sequence[SquadExample]) -> dict:
+    """The minimal official-layout dataset the scorer needs for exactly these examples."""
+    qas = [{"id": ex.qid, "answers": [{"text": a.text, "answer_start": a.answer_start}
+                                      for a in ex.answers]} for ex in examples]
+    return {"data": [{"paragraphs": [{"qas": qas}]}]}
+
+
+def split_articles(path: str | Path, out_dir: str | Path, eval_fraction: float = 1 / 3,
+                   version: str | None = None) -> tuple[int, int]:
+    """Split a SQuAD file by article into ``train-<v>.json`` (first articles) and
+    ``dev-<v>.json`` (the last ``eval_fraction`` of them), so no passage is in both.
+
+    ``version`` (``v1.1`` / ``v2.0``) defaults to the file's ``version`` field. Returns the
+    article counts (train, dev).
+    """
+    read_squad(path)  # validate every answer before splitting
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    version = version or str(data.get("version", "v1.1"))
+    articles = data["data"]
+    n_dev = max(1, round(len(articles) * eval_fraction))
+    parts = {"train": articles[: len(articles) - n_dev], "dev": articles[len(articles) - n_dev:]}
+    for split, chosen in parts.items():
+        with atomic_write(Path(out_dir) / f"{split}-{version}.json") as f:
+            json.dump({"version": version, "data": chosen}, f, ensure_ascii=False)
+    return len(parts["train"]), len(parts["dev"])
+
+
+def create_task(name: str, **options: Any) -> SquadTask:
+    """``squad`` (v1.1) or ``squad2`` (v2.0); options: doc_stride, max_query_length,
+    n_best_size, max_answer_length, null_score_diff_threshold."""
+    return SquadTask(name, **options)

@@ -1,0 +1,161 @@
+"""Word-level tagging on WordPiece models: features in, word tags out (NER and friends).
+
+Contract (paper section 5.3, "we use the representation of the first sub-token as the
+input to the token-level classifier"):
+
+* every word of a sentence is split into WordPieces; the word's tag id goes on its first
+  sub-token, every other position (later sub-tokens, ``[CLS]``, ``[SEP]``, padding) gets
+  ``-100`` (ignored by the loss);
+* a sentence longer than ``max_seq_length - 2`` sub-tokens is never silently cut:
+  ``long_sentences="split"`` (default) cuts it into consecutive windows at word
+  boundaries, each its own feature, so every word is still labelled and predicted exactly
+  once; ``"truncate"`` keeps the first window only (the cut-off words are predicted ``O``).
+  Either way a warning says how many sentences were affected. A single word with more
+  pieces than fit keeps its first ``max_seq_length - 2`` pieces;
+* a word that yields no WordPiece at all (e.g. a lone zero-width character) has no
+  position; it is predicted ``O`` (the ``default_tag``);
+* :func:`word_predictions` maps per-token logits back to one tag per word, taking the
+  arg-max at each word's first sub-token.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertkit.tasks.base import IGNORE_INDEX, FeatureSet
+
+LONG_SENTENCE_MODES = ("split", "truncate")
+
+__all__ = [
+    "IGNORE_INDEX",
+    "LONG_SENTENCE_MODES",
+    "TaggingMeta",
+    "featurize_tagging",
+    "label_list",
+    "word_predictions",
+]
+
+
+@dataclass
+class TaggingMeta:
+    """Side information of one feature: ``[CLS] pieces [SEP]`` of (part of) sentence
+    ``sentence``; ``word_index[i]`` is the word whose *first* sub-token sits at position
+    ``i`` (``-1`` elsewhere, where the label is -100)."""
+
+    sentence: int
+    word_index: list[int]
+
+
+def label_list(tag_sequences: Sequence[Sequence[str]]) -> list[str]:
+    """The sorted set of tags with ``O`` first (when present): a stable label order."""
+    tags = {tag for seq in tag_sequences for tag in seq}
+    return (["O"] if "O" in tags else []) + sorted(tags - {"O"})
+
+
+def _word_pieces(tokenizer, words: Sequence[str]) -> list[list[int]]:
+    """WordPiece ids of every word (empty list for a word that yields none)."""
+    enc = tokenizer.encode(list(words), add_special_tokens=False)
+    pieces: list[list[int]] = [[] for _ in words]
+    for token_id, word in zip(enc.input_ids, enc.word_ids):
+        pieces[word].append(token_id)
+    return pieces
+
+
+def _windows(pieces: list[list[int]], budget: int) -> list[tuple[int, int]]:
+    """Consecutive ``(first word, end word)`` ranges whose pieces fit ``budget`` each."""
+    windows, start, used = [], 0, 0
+    for w, p in enumerate(pieces):
+        n = min(len(p), budget)
+        if used + n > budget and w > start:
+            windows.append((start, w))
+            start, used = w, 0
+        used += n
+    windows.append((start, len(pieces)))
+    return windows
+
+
+def featurize_tagging(
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    tags: Sequence[Sequence[str]] | None,
+    label2id: dict[str, int] | None,
+    max_seq_length: int = 128,
+    long_sentences: str = "split",
+) -> FeatureSet:
+    """A :class:`FeatureSet` of every sentence (lists of words), ``meta`` a
+    :class:`TaggingMeta` per feature; ``tags=None`` gives all-ignored labels.
+
+    Features hold ``input_ids``, ``attention_mask`` and ``labels`` (numpy int64). A tag
+    unknown to ``label2id`` raises ``ValueError`` naming it. See the module docstring for
+    long sentences (``num_truncated`` counts the sentences that lost words to "truncate").
+    """
+    if long_sentences not in LONG_SENTENCE_MODES:
+        raise ValueError(f"long_sentences must be one of {LONG_SENTENCE_MODES}, got {long_sentences!r}")
+    budget = max_seq_length - 2
+    if budget < 1:
+        raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a word")
+    features, meta, affected, longest = [], [], 0, 0
+    for s, words in enumerate(sentences):
+        pieces = _word_pieces(tokenizer, words)
+        windows = _windows(pieces, budget)
+        if len(windows) > 1 or any(len(p) > budget for p in pieces):
+            affected += 1
+            longest = max(longest, sum(map(len, pieces)) + 2)
+        if long_sentences == "truncate":
+            windows = windows[:1]
+        for first, end in windows:
+            ids, labels, index = [tokenizer.cls_token_id], [IGNORE_INDEX], [-1]
+            for w in range(first, end):
+                word_ids = pieces[w][:budget]
+                if not word_ids:
+                    continue
+                tag_id = IGNORE_INDEX
+                if tags is not None:
+                    tag = tags[s][w]
+                    if tag not in label2id:
+                        raise ValueError(f"sentence {s}: tag {tag!r} is not among the labels "
+                                         f"{sorted(label2id)}")
+                    tag_id = label2id[tag]
+                ids += word_ids
+                labels += [tag_id] + [IGNORE_INDEX] * (len(word_ids) - 1)
+                index += [w] + [-1] * (len(word_ids) - 1)
+            ids.append(tokenizer.sep_token_id)
+            labels.append(IGNORE_INDEX)
+            index.append(-1)
+            features.append({"input_ids": np.array(ids, dtype=np.int64),
+                             "attention_mask": np.ones(len(ids), dtype=np.int64),
+                             "labels": np.array(labels, dtype=np.int64)})
+            meta.append(TaggingMeta(s, index))
+    if affected:
+        action = ("split into windows at word boundaries" if long_sentences == "split"
+                  else "truncated (the words cut off are predicted 'O')")
+        warnings.warn(f"{affected} sentence(s) longer than max_seq_length={max_seq_length} "
+                      f"WordPieces (longest {longest}) were {action}", stacklevel=2)
+    pad = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0, "labels": IGNORE_INDEX}
+    return FeatureSet(features, meta, pad, num_examples=len(sentences),
+                      num_truncated=affected if long_sentences == "truncate" else 0)
+
+
+def word_predictions(
+    meta: Sequence[TaggingMeta],
+    token_label_ids: Sequence[Sequence[int]],
+    sentence_lengths: Sequence[int],
+    id2label: Sequence[str],
+    default_tag: str = "O",
+) -> list[list[str]]:
+    """One tag per word for every sentence, from each feature's per-position label ids.
+
+    ``token_label_ids[k]`` holds the predicted label id of every position of feature ``k``
+    (described by ``meta[k]``; positions beyond it are ignored). Words without a position
+    get ``default_tag``.
+    """
+    out = [[default_tag] * n for n in sentence_lengths]
+    for feature, predicted in zip(meta, token_label_ids):
+        for position, word in enumerate(feature.word_index):
+            if word >= 0:
+                out[feature.sentence][word] = id2label[int(predicted[position])]
+    return out

@@ -1,0 +1,124 @@
+"""Sentence and sentence-pair classification or regression: the base of GLUE and generic tasks.
+
+Inputs are ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (segment ids 0 / 1, pairs
+truncated longest-first to ``max_seq_length``); the head is ``BertForSequenceClassification``
+on the pooled ``[CLS]``: ``len(labels)`` classes, or one output (MSE) when ``labels`` is
+``None``. Features carry ``labels`` (class index, or float score) when every example has one.
+Predictions are ``{"label": name, "probabilities": {name: p}}`` or ``{"score": x}``.
+``predict`` input (JSON Lines) names its texts by :attr:`TextTask.input_fields`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bertkit.errors import BertkitError, DataFormatError
+from bertkit.model import BertForSequenceClassification
+from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
+
+__all__ = ["TextTask", "softmax"]
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+class TextTask(Task):
+    """Shared featurization, scoring and prediction of sentence(-pair) tasks.
+
+    Subclasses give :meth:`read`, :meth:`score` (metrics from predictions and gold values)
+    and :attr:`metric_names`; ``pair`` says whether inputs are pairs; ``input_fields`` are
+    the JSON field names accepted for the first and second text of ``predict`` input.
+    """
+
+    model_class = BertForSequenceClassification
+    pair = False
+    input_fields: tuple[tuple[str, ...], tuple[str, ...]] = (("text", "sentence", "text_a"),
+                                                             ("text_pair", "text_b"))
+    label_fields: tuple[str, ...] = ("label",)
+
+    @property
+    def regression(self) -> bool:
+        return self.labels is None
+
+    # ------------------------------------------------------------ features
+    def featurize(self, examples: Sequence[TextExample], tokenizer, max_seq_length: int,
+                  train: bool = False) -> FeatureSet:
+        labelled = all(ex.label is not None for ex in examples)
+        if train and not labelled:
+            missing = next(ex for ex in examples if ex.label is None)
+            raise BertkitError(f"{self.name}: training example {missing.guid} has no label")
+        features, truncated = [], 0
+        for ex in examples:
+            enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_seq_length)
+            truncated += enc.num_truncated > 0
+            feature = {"input_ids": np.asarray(enc.input_ids, dtype=np.int32),
+                       "token_type_ids": np.asarray(enc.token_type_ids, dtype=np.int8),
+                       "attention_mask": np.asarray(enc.attention_mask, dtype=np.int8)}
+            if labelled:
+                feature["labels"] = self.target(ex)
+            features.append(feature)
+        pad = {"input_ids": tokenizer.pad_token_id, "token_type_ids": 0, "attention_mask": 0}
+        return FeatureSet(features, list(range(len(examples))), pad,
+                          num_examples=len(examples), num_truncated=truncated)
+
+    def target(self, ex: TextExample) -> np.ndarray:
+        """The training target of an example: float32 score or int64 class index."""
+        if self.regression:
+            return np.asarray(float(ex.label), dtype=np.float32)
+        where = f"{ex.line}: " if ex.line is not None else ""
+        return np.asarray(self.label_index(str(ex.label), where), dtype=np.int64)
+
+    # ------------------------------------------------------------ scoring
+    def score(self, predictions: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+        """Metrics of predicted vs gold class indices (or scores), main first (override)."""
+        raise NotImplementedError
+
+    def _predicted(self, outputs) -> np.ndarray:
+        logits = np.stack(outputs["logits"])
+        return logits[:, 0] if self.regression else logits.argmax(axis=-1)
+
+    def evaluate(self, examples, features, outputs) -> dict[str, float]:
+        if any(ex.label is None for ex in examples):
+            raise BertkitError(f"{self.name}: the evaluation data has no labels to score against")
+        gold = np.array([self.target(ex) for ex in examples])
+        return self.score(self._predicted(outputs), gold)
+
+    def predict(self, examples, features, outputs) -> list[dict]:
+        logits = np.stack(outputs["logits"])
+        if self.regression:
+            return [{"id": ex.guid, "score": float(row[0])} for ex, row in zip(examples, logits)]
+        records = []
+        for ex, probs in zip(examples, softmax(logits)):
+            records.append({"id": ex.guid, "label": self.labels[int(probs.argmax())],
+                            "probabilities": {n: round(float(p), 6) for n, p in zip(self.labels, probs)}})
+        return records
+
+    # ------------------------------------------------------------ predict input
+    def read_input(self, path: str | Path) -> list[TextExample]:
+        """One example per JSON Lines record: texts from :attr:`input_fields`, optional label."""
+        examples = []
+        for line, record in iter_jsonl(path):
+            text_a = self._text(path, line, record, self.input_fields[0])
+            text_b = self._text(path, line, record, self.input_fields[1]) if self.pair else None
+            label = next((record[k] for k in self.label_fields if k in record), None)
+            if label is not None:
+                label = parse_label(path, line, label, self.labels, self.regression)
+            examples.append(TextExample(str(record.get("id", line)), text_a, text_b, label, line))
+        return examples
+
+    @staticmethod
+    def _text(path, line: int, record: dict, names: Sequence[str]) -> str:
+        for name in names:
+            if name in record:
+                if not isinstance(record[name], str):
+                    raise DataFormatError(path, f"field {name!r} should be a string", line)
+                return record[name]
+        raise DataFormatError(path, f"missing text field (one of {', '.join(map(repr, names))})", line)
