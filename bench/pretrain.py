@@ -15,7 +15,7 @@ wall clock and by process CPU time (steadier on a shared machine; equal to wall 
 idle one with --threads 1) and bertkit's speed-up over each contender by both clocks.
 glibc malloc is tuned to keep freed memory (``bertkit.training.cpu.keep_freed_memory``, as
 ``bertkit pretrain`` does on the CPU) for every contender alike; ``--default-malloc`` skips it.
-Example: ``python bench/pretrain.py --sizes tiny,mini,base --threads 1``.
+Example: ``python bench/pretrain.py --sizes tiny,mini,base``.
 """
 
 from __future__ import annotations
@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per round (default per size)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--vocab", type=int, default=30522, help="vocabulary size")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: steady figures on a shared machine; 0 = torch's)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc malloc as it is (default: keep freed memory, for every contender)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="subset of " + ", ".join(CONTENDERS))

@@ -36,6 +36,14 @@ def test_unknown_field_is_named(tmp_path, name, text):
         _args("--config", str(path))
 
 
+def test_wrong_type_is_named(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("data: d\nout: o\nsteps: ten\n")
+    with pytest.raises(BertkitError, match="field 'steps' must be an integer, got 'ten'"):
+        _args("--config", str(path))
+    assert PretrainConfig.from_dict({"lr": 1, "dropout": None}).lr == 1.0
+
+
 def test_json_config_is_a_model_config(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"hidden_size": 64}))

@@ -21,20 +21,9 @@ def _torchrun() -> str:
     return found
 
 
-def test_two_processes_match_one_with_accumulation(tmp_path):
-    torchrun = _torchrun()
-    files = make_data(tmp_path / "pt")
-    # global batch 4: one process 2 x accumulation 2, or two processes 2 x 1; dropout off
-    common = dict(steps=6, batch_size=2, dropout=0.0, log_every=1, save_every=100)
-    single = settings(files, tmp_path / "single", grad_accum=2, **common)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        pretrain(single)
-    finally:
-        torch.set_num_threads(threads)
+def _launch(torchrun: str, config) -> None:
     flags = []
-    for name, value in settings(files, tmp_path / "ddp", **common).to_dict().items():
+    for name, value in config.to_dict().items():
         if value is None or isinstance(value, bool):
             if value is not None:
                 flags.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
@@ -46,6 +35,22 @@ def test_two_processes_match_one_with_accumulation(tmp_path):
         capture_output=True, text=True, timeout=180, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_with_accumulation(tmp_path):
+    torchrun = _torchrun()
+    files = make_data(tmp_path / "pt")
+    # global batch 4: one process 2 x accumulation 2, or two processes 2 x 1; dropout off
+    common = dict(steps=6, batch_size=2, dropout=0.0, log_every=1, save_every=3, keep=2)
+    single = settings(files, tmp_path / "single", grad_accum=2, **common)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pretrain(single)
+    finally:
+        torch.set_num_threads(threads)
+    _launch(torchrun, settings(files, tmp_path / "ddp", **common))
     one, two = losses(tmp_path / "single"), losses(tmp_path / "ddp")
     assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(one, two):
@@ -55,3 +60,12 @@ def test_two_processes_match_one_with_accumulation(tmp_path):
     w1, w2 = weights(tmp_path / "single"), weights(tmp_path / "ddp")
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-5)
+
+    # every rank resumes: drop the final state, resume from step 3 with two processes again
+    ddp = tmp_path / "ddp"
+    (ddp / "checkpoints" / "step-00000006.pt").unlink()
+    shutil.rmtree(ddp / "model")
+    _launch(torchrun, settings(files, ddp, resume=True, **common))
+    assert losses(ddp) == two
+    resumed = weights(ddp)
+    assert all(torch.equal(resumed[k], w2[k]) for k in w2)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import random
+
 import numpy as np
 import pytest
 
+from bertkit.runlog import RunLogger
+from bertkit.tasks import get_task
+from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
 from bertkit.tokenizer import BertTokenizer
+
+from .finetune_helpers import make_model
+
+# toy NER: he/she are persons, store/cafe locations, "hello world" an organisation
+ENTITIES = [(["he"], "PER"), (["she"], "PER"), (["store"], "LOC"), (["cafe"], "LOC"),
+            (["hello", "world"], "ORG")]
+FILLER = ["the", "man", "went", "to", "a", "is", "was", "day", "night", "quick"]
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC"]
 L2I = {t: i for i, t in enumerate(LABELS)}
@@ -78,3 +91,74 @@ def test_unknown_tag_and_bad_mode_are_errors(tok):
 
 def test_label_list_puts_o_first():
     assert label_list([["B-PER", "O"], ["I-LOC", "B-LOC"]]) == ["O", "B-LOC", "B-PER", "I-LOC"]
+
+
+def toy_conll_sentence(rng: random.Random) -> list[tuple[str, str]]:
+    """(word, IOB1 tag) pairs: filler words with one or two entities (IOB1: I- opens a chunk)."""
+    rows = [(rng.choice(FILLER), "O") for _ in range(rng.randint(2, 6))]
+    for _ in range(rng.randint(1, 2)):
+        words, kind = rng.choice(ENTITIES)
+        at = rng.randint(0, len(rows))
+        rows[at:at] = [(w, f"I-{kind}") for w in words]
+    return rows
+
+
+def write_toy_conll(directory, sizes=(("train.txt", 160, 1), ("dev.txt", 60, 2), ("test.txt", 60, 3))):
+    """CoNLL-2003 layout: -DOCSTART-, ``word POS chunk tag`` rows, IOB1 tags."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n, seed in sizes:
+        rng = random.Random(seed)
+        lines = ["-DOCSTART- -X- -X- O", ""]
+        for _ in range(n):
+            lines += [f"{w} NN I-NP {t}" for w, t in toy_conll_sentence(rng)] + [""]
+        (directory / name).write_text("\n".join(lines), encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def ner_run(tmp_path_factory):
+    model_dir = make_model(tmp_path_factory.mktemp("model"))
+    data = write_toy_conll(tmp_path_factory.mktemp("conll"))
+    out = tmp_path_factory.mktemp("out")
+    cfg = FinetuneConfig(lr=3e-3, batch=16, epochs=4, max_seq_length=32, progress=False,
+                         log_every=1000)
+    task = get_task("conll2003")
+    runs, best = finetune(task, model_dir, data, out, cfg,
+                          logger=RunLogger(out / "log.jsonl", echo=False))
+    return task, data, out, best
+
+
+def test_toy_ner_run_learns_entities_from_iob1_files(ner_run):
+    task, data, out, best = ner_run
+    assert task.eval_splits() == ("dev", "test")
+    assert best.metrics["f1"] > 0.7 and best.metrics["test.f1"] > 0.7
+    records = [json.loads(line) for line in (out / "predictions_dev.jsonl").read_text().splitlines()]
+    gold = task.read(data, "dev")
+    assert len(records) == len(gold)
+    assert all(len(r["tags"]) == len(g.words) == len(r["tokens"]) for r, g in zip(records, gold))
+    assert any("B-ORG" in r["tags"] and "I-ORG" in r["tags"] for r in records)
+    assert all(t != "I-PER" for g in gold for t in g.tags)  # IOB1 read as IOB2
+
+
+def test_saved_ner_model_reloads_with_same_scores(ner_run, tmp_path):
+    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets
+
+    task, data, out, best = ner_run
+    fresh = get_task("conll2003")
+    model = fresh.build_model(out)
+    tok = BertTokenizer.from_pretrained(out)
+    metrics, _ = evaluate_sets(fresh, model, load_eval_sets(fresh, data, tok, 32, ["dev"]), 16)
+    assert metrics["f1"] == pytest.approx(best.metrics["f1"])
+
+
+def test_real_conll_dev_every_word_gets_one_label(shared):
+    from bertkit.tasks.formats import read_conll
+
+    tokenizer = BertTokenizer.from_pretrained(shared("models", "bert-tiny-splade"))
+    sentences = read_conll(shared("conll2003", "dev.txt"), to_iob2=True)[:1000]
+    l2i = {t: i for i, t in enumerate(label_list([s.tags for s in sentences]))}
+    fs = featurize_tagging(tokenizer, [s.words for s in sentences], [s.tags for s in sentences],
+                           l2i, max_seq_length=128)
+    gold_ids = [np.where(f["labels"] < 0, 0, f["labels"]) for f in fs.features]
+    back = word_predictions(fs.meta, gold_ids, [len(s.words) for s in sentences], list(l2i))
+    assert back == [s.tags for s in sentences]

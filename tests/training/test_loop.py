@@ -108,3 +108,14 @@ def test_second_sigint_raises():
     with GracefulStop(), pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_device_choice_is_checked():
+    from bertkit.training.distributed import pick_device
+
+    assert pick_device("cpu") == CPU
+    with pytest.raises(BertkitError, match="unknown device"):
+        pick_device("tpu9")
+    if not torch.cuda.is_available():
+        with pytest.raises(BertkitError, match="no CUDA device"):
+            pick_device("cuda")

@@ -258,6 +258,9 @@ def run_predict(args) -> int:
         outputs = run_model(task, model.to(device), features, args.batch_size, device, precision,
                             True if args.progress is None else args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
+        if len(predictions) != len(records):
+            raise BertkitError(f"{args.input}: {len(records)} records but {len(predictions)} "
+                               f"predictions ({task.name} read {len(examples)} inputs)")
         with atomic_write(args.output) as f:
             for record, prediction in zip(records, predictions):
                 f.write(json.dumps({**record, **prediction}, ensure_ascii=False) + "\n")

@@ -38,10 +38,11 @@ def build_attention_mask(key_mask: torch.Tensor | None, length: int, causal: boo
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """Self-attention over (B, T, H) hidden states, followed by the output projection.
+    """Self-attention over (B, T, H) hidden states.
 
-    Returns the projected context (B, T, H) (before residual and LayerNorm) and, when asked,
-    the attention probabilities (B, heads, T, T).
+    Returns the context (B, T, H), the heads concatenated (the output projection, residual and
+    LayerNorm follow in the encoder block), and, when asked, the attention probabilities
+    (B, heads, T, T); otherwise ``None``.
     """
 
     def __init__(self, config: BertConfig):

@@ -1,7 +1,8 @@
 """Batches and metrics of the pre-training objectives.
 
-Contract: ``prepare_batch(items, objective, device)`` collates dataset items and returns
-``{"inputs": model kwargs on device, "targets": labelled ids in label order, "tokens": int}``:
+Contract: ``prepare_batch(items, objective, device=None)`` collates dataset items and returns
+``{"inputs": model kwargs, "targets": labelled ids in label order, "tokens": int}`` (on the
+CPU, or on ``device``; ``to_device`` moves a CPU batch):
 
 * ``mlm+nsp``: masked input, ``mlm_labels`` and ``next_sentence_label``;
 * ``mlm``: the same without the NSP label;
@@ -35,22 +36,36 @@ def ltr_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor, mlm_labels
     return original, labels
 
 
-def prepare_batch(items: list[dict], objective: str, device: torch.device) -> dict[str, Any]:
+def prepare_batch(items: list[dict], objective: str, device: torch.device | None = None,
+                  pin_memory: bool = False) -> dict[str, Any]:
+    """The batch of ``items`` for ``objective`` (on ``device`` when given, else on the CPU,
+    in pinned memory if asked, ready for :func:`to_device`)."""
     batch = collate(items)
     if objective == "ltr":
         batch["input_ids"], batch["mlm_labels"] = ltr_labels(
             batch["input_ids"], batch["attention_mask"], batch["mlm_labels"]
         )
     labels = batch["mlm_labels"]
-    targets = labels[labels != IGNORE]
     names = ["input_ids", "token_type_ids", "attention_mask", "mlm_labels"]
     if objective == "mlm+nsp":
         names.append("next_sentence_label")
+    prepared = {
+        "inputs": {n: batch[n] for n in names},
+        "targets": labels[labels != IGNORE],
+        "tokens": int(batch["attention_mask"].sum()),
+    }
+    if pin_memory:
+        prepared["inputs"] = {n: t.pin_memory() for n, t in prepared["inputs"].items()}
+        prepared["targets"] = prepared["targets"].pin_memory()
+    return prepared if device is None else to_device(prepared, device)
+
+
+def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     non_blocking = device.type == "cuda"
     return {
-        "inputs": {n: batch[n].to(device, non_blocking=non_blocking) for n in names},
-        "targets": targets.to(device, non_blocking=non_blocking),
-        "tokens": int(batch["attention_mask"].sum()),
+        "inputs": {n: t.to(device, non_blocking=non_blocking) for n, t in batch["inputs"].items()},
+        "targets": batch["targets"].to(device, non_blocking=non_blocking),
+        "tokens": batch["tokens"],
     }
 
 

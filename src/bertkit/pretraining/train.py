@@ -50,6 +50,7 @@ from bertkit.training import (
 )
 from bertkit.training import distributed as dist
 from bertkit.training.cpu import keep_freed_memory
+from bertkit.training.prefetch import prefetch
 
 
 @dataclass
@@ -233,6 +234,16 @@ class _Run:
             model = torch.compile(model)
         return model
 
+    def _cpu_batches(self):
+        """``(position_after, [micro-batch on the CPU])`` from the current position on
+        (runs on the prefetch thread; only it touches ``train_data``)."""
+        pin = self.ctx.device.type == "cuda"
+        for position, micro in self.batches.iterate(self.position):
+            self.train_data.set_epoch(position["epoch"])
+            yield position, [objectives.prepare_batch([self.train_data[int(i)] for i in idx],
+                                                      self.config.objective, pin_memory=pin)
+                             for idx in micro]
+
     def run(self, on_step: Callable[[int], None] | None) -> PretrainResult:
         cfg, ctx = self.config, self.ctx
         trainer = TrainStep(self.model, self.optimizer, self.scheduler, device=ctx.device,
@@ -244,14 +255,15 @@ class _Run:
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
                    disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
-        data = self.batches.iterate(self.position)
+        data = prefetch(self._cpu_batches(), depth=2)
         last_log = time.perf_counter()
+        # ranks agree on stopping through a collective: every step on the CPU, every log
+        # interval on GPUs (reading its result waits for the device)
+        stop_every = cfg.log_every if ctx.distributed and ctx.device.type == "cuda" else 1
         with GracefulStop() as stop, bar:
             while self.step < cfg.steps:
-                position, micro = next(data)
-                self.train_data.set_epoch(position["epoch"])
-                batches = [objectives.prepare_batch([self.train_data[int(i)] for i in idx],
-                                                    cfg.objective, ctx.device) for idx in micro]
+                position, cpu_batches = next(data)
+                batches = [objectives.to_device(b, ctx.device) for b in cpu_batches]
                 result = trainer(batches, objectives.compute)
                 objectives.add_step_metrics(self.sums, result.outputs, batches)
                 self.sums.add(grad_norm=result.grad_norm, steps=1)
@@ -268,9 +280,11 @@ class _Run:
                     saved_at = self.step
                 if on_step is not None:
                     on_step(self.step)
-                if dist.any_rank(stop.requested, ctx.device) and self.step < cfg.steps:
+                if (self.step % stop_every == 0 and self.step < cfg.steps
+                        and dist.any_rank(stop.requested, ctx.device)):
                     stopped_by = stop.signal_name or "signal"
                     break
+        data.close()  # stops the prefetch thread
         if saved_at != self.step:
             self._save(trainer)
         if stopped_by:

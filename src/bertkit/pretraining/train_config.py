@@ -10,6 +10,7 @@ any unknown field; ``load_config_file(path)`` reads ``.yaml``/``.yml``/``.toml``
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,9 @@ class PretrainConfig:
                 f"{source}: unknown field {', '.join(repr(u) for u in unknown)} "
                 f"(known fields: {', '.join(sorted(known))})"
             )
+        hints = typing.get_type_hints(cls)
+        for name, value in normal.items():
+            normal[name] = _checked(name, value, hints[name], source)
         return cls(**normal)
 
     def merged(self, values: dict[str, Any], source: str = "flags") -> PretrainConfig:
@@ -92,6 +96,24 @@ class PretrainConfig:
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             raise BertkitError(f"warmup_steps must lie in 0..steps ({self.steps}), got {self.warmup_steps}")
         return self
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _checked(name: str, value: Any, hint: Any, source: str) -> Any:
+    """``value`` as the field's type (an int where a float is expected is fine)."""
+    kinds = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    kind = kinds[0]
+    if value is None and type(None) in typing.get_args(hint):
+        return None
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    if kind is str and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise BertkitError(f"{source}: field {name!r} must be {_KINDS[kind]}, got {value!r}")
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -26,6 +26,7 @@ TASKS: dict[str, str] = {
     "text-pair-regression": "bertkit.tasks.generic",
     "token-classification": "bertkit.tasks.ner",
     "ner": "bertkit.tasks.ner",
+    "conll2003": "bertkit.tasks.ner",
     "squad": "bertkit.tasks.squad",
     "squad2": "bertkit.tasks.squad",
 }
@@ -53,5 +54,3 @@ def get_task(name: str, **options: Any):
 
 
 __all__ = ["TASKS", "canonical_name", "get_task"]
-
-TASKS["conll2003"] = "bertkit.tasks.ner"  # CoNLL-2003 NER, same as "ner"

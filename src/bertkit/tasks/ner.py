@@ -175,6 +175,15 @@ class TokenTask(Task):
         return [{"id": s.line, "tokens": s.words, "tags": tags} for s, tags in zip(examples, predicted)]
 
     # ------------------------------------------------------------ model
+    def _adopt_saved_tagger(self, model_dir: str | Path) -> None:
+        from bertkit.tasks.base import FINETUNE_KEY, read_model_config
+
+        saved = (read_model_config(model_dir).get(FINETUNE_KEY) or {}).get("options") or {}
+        if saved.get("feature_based"):
+            keys = ("feature_layers", "combine", "lstm_hidden", "lstm_layers")
+            self.options.update({k: saved[k] for k in keys if k in saved}, feature_based=True)
+            self.feature_based = True
+
     def feature_settings(self) -> dict[str, Any]:
         """Keyword arguments of the feature-based tagger from the options."""
         settings = {"layers": self.options.get("feature_layers", "-1,-2,-3,-4"),
@@ -185,6 +194,9 @@ class TokenTask(Task):
         return settings
 
     def build_model(self, model_dir: str | Path, config_overrides: dict[str, Any] | None = None):
+        """A fine-tuned directory saved by the feature-based tagger is always rebuilt as one,
+        with its saved tagger options, whatever this task's options say."""
+        self._adopt_saved_tagger(model_dir)
         if not self.feature_based:
             return super().build_model(model_dir, config_overrides)
         from bertkit.tasks.base import label_maps

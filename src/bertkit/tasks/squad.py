@@ -41,7 +41,7 @@ from bertkit.tasks.squad_postprocess import (
     write_prediction_files,
 )
 
-__all__ = ["SquadTask", "create_task", "split_articles"]
+__all__ = ["SquadTask", "create_task", "dataset_json", "split_articles", "usable_threshold"]
 
 _DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
              "max_answer_length": 30, "null_score_diff_threshold": 0.0}
@@ -127,7 +127,8 @@ class SquadTask(Task):
             return {"f1": result["f1"], "exact": result["exact"]}
         result = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds,
                                 self.settings["null_score_diff_threshold"])
-        self.tuned_threshold = float(result["best_f1_thresh"])
+        result["best_f1_thresh"] = usable_threshold(dataset, predictions, result)
+        self.tuned_threshold = result["best_f1_thresh"]
         return {name: result[name] for name in self.metric_names if name in result}
 
     def predict(self, examples, features, outputs) -> list[dict]:
@@ -166,6 +167,20 @@ def dataset_json(examples: Sequence[SquadExample]) -> dict:
     return {"data": [{"paragraphs": [{"qas": qas}]}]}
 
 
+def usable_threshold(dataset: dict, predictions: SquadPredictions, result: dict) -> float:
+    """The best-F1 null threshold as a value to apply (answer iff ``null_odds <= t``).
+
+    The official search reports 0.0 when abstaining everywhere scores best, which is right
+    for probabilities but not for null odds (0.0 may answer everything): then the
+    threshold returned lies below every null odds.
+    """
+    threshold = float(result["best_f1_thresh"])
+    at = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds, threshold)
+    if at["f1"] < result["best_f1"] - 1e-9:
+        threshold = min(predictions.null_odds.values()) - 1.0
+    return threshold
+
+
 def split_articles(path: str | Path, out_dir: str | Path, eval_fraction: float = 1 / 3,
                    version: str | None = None) -> tuple[int, int]:
     """Split a SQuAD file by article into ``train-<v>.json`` (first articles) and
@@ -178,6 +193,7 @@ def split_articles(path: str | Path, out_dir: str | Path, eval_fraction: float =
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     version = version or str(data.get("version", "v1.1"))
+    version = version if version.startswith("v") else f"v{version}"
     articles = data["data"]
     n_dev = max(1, round(len(articles) * eval_fraction))
     parts = {"train": articles[: len(articles) - n_dev], "dev": articles[len(articles) - n_dev:]}

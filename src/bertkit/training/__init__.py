@@ -10,6 +10,7 @@
 * :class:`TrainStep`, :class:`MetricSums` - one optimizer step (accumulation, autocast,
   clipping, non-finite guard) and sync-free metric sums.
 * :func:`keep_freed_memory` - glibc malloc setting that spares CPU runs page faults.
+* :func:`prefetch` - produce the next batches on a background thread.
 """
 
 from bertkit.training.checkpoint import (
@@ -24,6 +25,7 @@ from bertkit.training.cpu import keep_freed_memory
 from bertkit.training.distributed import DistContext, init_distributed
 from bertkit.training.loop import MetricSums, StepResult, TrainStep, autocast, resolve_precision
 from bertkit.training.optim import build_optimizer, param_groups
+from bertkit.training.prefetch import prefetch
 from bertkit.training.sampler import EpochBatches
 from bertkit.training.schedule import default_warmup, linear_warmup_decay
 from bertkit.training.signals import GracefulStop
@@ -46,6 +48,7 @@ __all__ = [
     "keep_freed_memory",
     "linear_warmup_decay",
     "param_groups",
+    "prefetch",
     "resolve_precision",
     "restore_rng_state",
     "restore_training_state",

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from bertkit.errors import BertkitError
+
 
 @dataclass(frozen=True)
 class DistContext:
@@ -39,8 +41,13 @@ def pick_device(device: str = "auto", local_rank: int = 0) -> torch.device:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
+        if not torch.cuda.is_available():
+            raise BertkitError("--device cuda: no CUDA device is available (use cpu or auto)")
         return torch.device("cuda", local_rank)
-    return torch.device(device)
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise BertkitError(f"unknown device {device!r}; use auto, cpu or cuda") from None
 
 
 def init_distributed(device: str = "auto") -> DistContext:

@@ -112,34 +112,46 @@ class TrainStep:
 
 
 class MetricSums:
-    """Named running sums kept on the device; ``reduce()`` returns floats and resets."""
+    """Named running sums; ``reduce()`` returns floats (summed over ranks) and resets.
+
+    Tensors stay on their device and Python numbers on the host until ``reduce()``, so adding
+    never waits for the device (no ``.item()``, no host-to-device copy per step).
+    """
 
     def __init__(self, device: torch.device):
         self.device = device
         self.sums: dict[str, torch.Tensor] = {}
+        self.host: dict[str, float] = {}
 
     def add(self, **values: torch.Tensor | float) -> None:
         for name, value in values.items():
-            value = torch.as_tensor(value, dtype=torch.float64, device=self.device).detach()
-            if name in self.sums:
-                self.sums[name] += value
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to(torch.float64)
+                self.sums[name] = self.sums[name] + value if name in self.sums else value
             else:
-                self.sums[name] = value.clone()
+                self.host[name] = self.host.get(name, 0.0) + float(value)
 
     def reduce(self, across_ranks: bool = True) -> dict[str, float]:
         """Sums over the interval (and over ranks: every rank must call with the same names)."""
-        names = sorted(self.sums)
+        names = sorted(set(self.sums) | set(self.host))
         if not names:
             return {}
-        stacked = torch.stack([self.sums[n] for n in names])
+        stacked = torch.stack([
+            self.sums[n].to(self.device) if n in self.sums else torch.zeros((), dtype=torch.float64, device=self.device)
+            for n in names
+        ])
+        stacked += torch.tensor([self.host.get(n, 0.0) for n in names], dtype=torch.float64).to(self.device)
         if across_ranks:
             all_reduce_sum(stacked)
-        self.sums = {}
+        self.sums, self.host = {}, {}
         return dict(zip(names, stacked.tolist()))
 
     def state_dict(self) -> dict[str, float]:
         """Plain values, for a checkpoint taken between two logs."""
-        return {n: float(v) for n, v in self.sums.items()}
+        state = dict(self.host)
+        for name, value in self.sums.items():
+            state[name] = state.get(name, 0.0) + float(value)
+        return state
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.sums = {n: torch.tensor(v, dtype=torch.float64, device=self.device) for n, v in state.items()}
+        self.sums, self.host = {}, {n: float(v) for n, v in state.items()}

@@ -1,0 +1,129 @@
+"""Generic sentence-level tasks on your own CSV / TSV / JSON Lines files with named columns.
+
+Task names: ``text-classification`` (one text), ``text-pair-classification`` (two texts),
+``regression`` (one text -> a number), ``text-pair-regression``. Token classification from
+JSON Lines (``token-classification``) lives with NER in :mod:`bertkit.tasks.ner`.
+
+Options (CLI flags or ``-o``; saved with the model, so ``evaluate``/``predict`` reuse them):
+``text_column`` ("text"), ``pair_column`` ("text_pair"), ``label_column`` ("label"),
+``labels`` (label names in head order; default: the sorted labels of the training file),
+``id_column``, ``format`` (csv/tsv/jsonl; default from the suffix), ``train_file`` /
+``dev_file`` (default ``DATA/train.*`` / ``DATA/dev.*``, a relative name is under DATA).
+Metrics: accuracy and macro-F1 (classification, accuracy selects), Pearson and Spearman
+(regression, Pearson selects). Unknown labels, missing columns and malformed rows are
+:class:`~bertkit.errors.DataFormatError` naming file and line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.metrics import accuracy, macro_f1, pearson, spearman
+from bertkit.tasks.formats import read_text_classification
+from bertkit.tasks.text import TextTask
+
+__all__ = ["GenericTextTask", "create_task", "find_split_file"]
+
+_KINDS = {  # name -> (pair, regression)
+    "text-classification": (False, False),
+    "text-pair-classification": (True, False),
+    "regression": (False, True),
+    "text-pair-regression": (True, True),
+}
+_OPTIONS = ("text_column", "pair_column", "label_column", "labels", "id_column", "format",
+            "train_file", "dev_file")
+_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
+
+
+def find_split_file(data_dir: str | Path, split: str, given: str | None = None) -> Path:
+    """``given`` (relative names under ``data_dir``) or ``data_dir/<split>.<csv|tsv|jsonl|...>``."""
+    data_dir = Path(data_dir)
+    if given:
+        path = Path(given)
+        path = path if path.is_absolute() or path.exists() else data_dir / path
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such {split} file")
+        return path
+    for suffix in _SUFFIXES:
+        if (data_dir / f"{split}{suffix}").is_file():
+            return data_dir / f"{split}{suffix}"
+    raise FileNotFoundError(f"{data_dir}: no {split} file ({split}.csv, .tsv or .jsonl); "
+                            f"name it with --{split}-file")
+
+
+def _sort_key(label: str):
+    """Numbers in numeric order, then strings: labels 0,1,2,...,10 keep their natural order."""
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
+
+
+class GenericTextTask(TextTask):
+    """Classification or regression of one text or a text pair from named columns."""
+
+    def __init__(self, name: str, **options):
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            raise BertkitError(f"{name}: unknown option(s) {', '.join(unknown)}; "
+                               f"known: {', '.join(_OPTIONS)}")
+        self.pair, self.is_regression = _KINDS[name]
+        labels = options.pop("labels", None)
+        if isinstance(labels, str):
+            labels = [x for x in labels.split(",") if x]
+        if labels is not None:
+            if self.is_regression:
+                raise BertkitError(f"{name}: a regression task has no labels")
+            labels = [str(x) for x in labels]
+            if len(set(labels)) != len(labels) or len(labels) < 2:
+                raise BertkitError(f"{name}: labels must be at least two distinct names, got {labels}")
+        super().__init__(name, labels, **options)
+        if labels is not None:
+            self.options["labels"] = labels
+        self.text_column = options.get("text_column", "text")
+        self.pair_column = options.get("pair_column", "text_pair") if self.pair else None
+        self.label_column = options.get("label_column", "label")
+        self.input_fields = ((self.text_column, "text"), (self.pair_column or "text_pair", "text_pair"))
+        self.label_fields = (self.label_column,)
+
+    @property
+    def regression(self) -> bool:
+        return self.is_regression
+
+    def read(self, data_dir: str | Path, split: str):
+        path = find_split_file(data_dir, split, self.options.get(f"{split}_file"))
+        infer = split == "train" and not self.is_regression and self.labels is None
+        examples = read_text_classification(
+            path, text_column=self.text_column, pair_column=self.pair_column,
+            label_column=self.label_column, labels=self.labels, regression=self.is_regression,
+            id_column=self.options.get("id_column"), file_format=self.options.get("format"))
+        if infer:
+            found = sorted({str(ex.label) for ex in examples}, key=_sort_key)
+            if len(found) < 2:
+                raise BertkitError(f"{path}: found {len(found)} distinct label(s); "
+                                   "classification needs at least two")
+            self.labels = found
+            self.options["labels"] = found
+        return examples
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return ("pearson", "spearman") if self.is_regression else ("accuracy", "macro_f1")
+
+    def score(self, predictions: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+        if self.is_regression:
+            return {"pearson": pearson(predictions, gold), "spearman": spearman(predictions, gold)}
+        return {"accuracy": accuracy(predictions, gold), "macro_f1": macro_f1(predictions, gold)}
+
+    def build_model(self, model_dir, config_overrides=None):
+        if self.labels is None and not self.is_regression:
+            raise BertkitError(f"{self.name}: no labels yet; give --labels or read the train split first")
+        return super().build_model(model_dir, config_overrides)
+
+
+def create_task(name: str, **options) -> GenericTextTask:
+    """A generic task; see the module docstring for the options."""
+    return GenericTextTask(name, **options)
