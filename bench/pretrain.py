@@ -8,7 +8,10 @@ batch and masking (15% of positions, at most 20 per 128 tokens, NSP labels). Thr
 * ``hf``        - stock ``transformers.BertForPreTraining(labels=..., next_sentence_label=...)``
                   (MLM head on every position) with ``torch.optim.AdamW`` (same groups);
 * ``hf-masked`` - the same HF model used carefully: ``model.bert(...)``, gather the masked
-                  positions, ``model.cls.predictions`` on them only, NSP on the pooled output.
+                  positions, ``model.cls.predictions`` on them only, NSP on the pooled output;
+* ``bertkit-full`` (not run by default) - bertkit with ``sparse_last_layer = False``: the last
+                  encoder layer at every position, to measure what running it at the masked
+                  positions and ``[CLS]`` only gains.
 
 Prints the median wall ms/step (the contenders take turns step by step), tokens/s by the
 wall clock and by process CPU time (steadier on a shared machine; equal to wall time on an
@@ -51,12 +54,13 @@ def make_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch.T
             "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
 
 
-def bertkit_step(size: str, vocab: int):
+def bertkit_step(size: str, vocab: int, sparse_last_layer: bool = True):
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
     from bertkit.training import TrainStep, build_optimizer, linear_warmup_decay
 
     model = BertForPreTraining(BertConfig.preset(size, vocab_size=vocab)).train()
+    model.sparse_last_layer = sparse_last_layer
     opt = build_optimizer(model, lr=1e-4)
     step = TrainStep(model, opt, linear_warmup_decay(opt, 0, 10**6), device=torch.device("cpu"))
     return lambda batch: step([batch], lambda m, b: m(**b))
@@ -116,7 +120,13 @@ def hf_masked_step(size: str, vocab: int):
     return step
 
 
-CONTENDERS = {"bertkit": bertkit_step, "hf": hf_step, "hf-masked": hf_masked_step}
+def bertkit_full_step(size: str, vocab: int):
+    return bertkit_step(size, vocab, sparse_last_layer=False)
+
+
+CONTENDERS = {"bertkit": bertkit_step, "hf": hf_step, "hf-masked": hf_masked_step,
+              "bertkit-full": bertkit_full_step}
+DEFAULT_CONTENDERS = "bertkit,hf,hf-masked"
 
 
 def time_interleaved(fns: dict, batch, steps: int, warmup: int) -> dict[str, dict[str, float]]:
@@ -149,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="torch threads (default 1: steady figures on a shared machine; 0 = torch's)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc malloc as it is (default: keep freed memory, for every contender)")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS), help="subset of " + ", ".join(CONTENDERS))
+    parser.add_argument("--contenders", default=DEFAULT_CONTENDERS,
+                        help=f"subset of {', '.join(CONTENDERS)} (default {DEFAULT_CONTENDERS})")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,11 +1,6 @@
 """The built-in corpus comes from the standard library with no download."""
 
-from bertkit.corpus import split_sentences, stdlib_documents, write_corpus
-
-
-def test_split_sentences():
-    assert split_sentences("Return the value. It is an int!  Maybe? no e.g. this") == [
-        "Return the value.", "It is an int!", "Maybe? no e.g. this"]
+from bertkit.corpus import stdlib_documents, write_corpus
 
 
 def test_stdlib_documents_layout(tmp_path):

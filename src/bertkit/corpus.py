@@ -18,17 +18,11 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from bertkit.fileio import atomic_write
+from bertkit.pretraining.documents import split_into_sentences
 
 _SKIP_PARTS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__",
                "lib2to3", "turtledemo", "ensurepip", "venv"}
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _DOCTEST = re.compile(r"^\s*(>>>|\.\.\.)")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split a paragraph into sentences at ``.``, ``!`` or ``?`` followed by a capital."""
-    text = " ".join(text.split())
-    return [s for s in _SENTENCE_END.split(text) if s]
 
 
 def _docstring_paragraphs(source: str) -> Iterator[str]:
@@ -57,7 +51,7 @@ def stdlib_modules(max_documents: int | None = None,
     for path in tqdm(files, desc="reading stdlib docstrings", unit=" modules", disable=not progress):
         try:
             source = path.read_text(encoding="utf-8")
-            sentences = [s for p in _docstring_paragraphs(source) for s in split_sentences(p)]
+            sentences = [s for p in _docstring_paragraphs(source) for s in split_into_sentences(" ".join(p.split()))]
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
         if len(sentences) >= 2:

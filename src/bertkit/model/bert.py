@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.model.attention import gather_positions
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.encoder import BertEncoder
 from bertkit.model.outputs import ModelOutput
@@ -73,6 +74,14 @@ class BertModel(BertPreTrainedModel):
     ``last_hidden_state`` (B, T, H), ``pooled_output`` (B, H) when the pooler exists,
     ``hidden_states`` (embedding output + every layer) and ``attentions`` when asked.
     ``attention_mask`` is 1 for real tokens, 0 for padding.
+
+    ``output_positions`` (B, Q) long, optional: compute the output at those positions of each
+    sequence only. ``last_hidden_state`` is then (B, Q, H), ``last_hidden_state[b, i]`` being
+    (within float rounding) the full output at ``output_positions[b, i]``; the last layer
+    runs its queries, attention output, feed-forward and LayerNorms at the Q positions alone
+    (keys and values at every position), which is what masked-LM pre-training needs. The
+    pooler reads ``last_hidden_state[:, 0]``, so put position 0 (``[CLS]``) first for the usual
+    ``pooled_output``. Not combinable with ``output_hidden_states``/``output_attentions``.
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
@@ -89,7 +98,10 @@ class BertModel(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        output_positions: torch.Tensor | None = None,
     ) -> ModelOutput:
+        if output_positions is not None and (output_hidden_states or output_attentions):
+            raise ValueError("output_positions cannot be combined with output_hidden_states/output_attentions")
         key_mask = None
         if attention_mask is not None:
             key_mask = attention_mask.bool()
@@ -97,8 +109,10 @@ class BertModel(BertPreTrainedModel):
                 key_mask = None  # no padding: let the kernels skip the mask
         embedded = self.embeddings(input_ids, token_type_ids)
         last, all_hidden, all_attentions = self.encoder(
-            embedded, key_mask, output_hidden_states, output_attentions
+            embedded, key_mask, output_hidden_states, output_attentions, output_positions
         )
+        if output_positions is not None and len(self.encoder.layer) == 0:
+            last = gather_positions(last, output_positions)
         return ModelOutput(
             last_hidden_state=last,
             pooled_output=self.pooler(last) if self.pooler is not None else None,

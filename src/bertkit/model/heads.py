@@ -13,6 +13,12 @@ given labels, the loss:
 Masked-LM contract: with ``mlm_labels`` (B, T) (-100 = not predicted), only the labelled
 positions go through transform + vocabulary projection, and ``mlm_logits`` is (N, V) in the
 order of ``mlm_labels[mlm_labels != -100]``; without labels ``mlm_logits`` is (B, T, V).
+
+With ``mlm_labels`` and no hidden states or attentions asked for, the last encoder layer also
+runs only where its output is read (the labelled positions, plus ``[CLS]`` for the NSP head),
+see ``BertModel(output_positions=...)``; ``last_hidden_state`` is then ``None``. When the
+labels cover most of the sequence (the ``ltr`` objective labels every position) the full
+path runs instead. ``sparse_last_layer = False`` on the model turns this off.
 """
 
 from __future__ import annotations
@@ -51,11 +57,58 @@ def masked_lm(head: MaskedLMHead, sequence_output: torch.Tensor, mlm_labels: tor
     if mlm_labels is None:
         return head(sequence_output), None
     selected = mlm_labels != IGNORE_INDEX
-    logits = head(sequence_output[selected])
-    targets = mlm_labels[selected].long()
+    return _mlm_loss(head, sequence_output[selected], mlm_labels[selected])
+
+
+def _mlm_loss(head: MaskedLMHead, hidden: torch.Tensor, targets: torch.Tensor):
+    logits = head(hidden)
     if targets.numel() == 0:
         return logits, logits.sum() * 0.0
-    return logits, F.cross_entropy(logits.float(), targets)
+    return logits, F.cross_entropy(logits.float(), targets.long())
+
+
+# run the last layer at the selected positions only while they are at most this share of T
+SPARSE_LAST_LAYER_MAX_SHARE = 0.5
+
+
+def labelled_positions(mlm_labels: torch.Tensor, with_cls: bool):
+    """``(positions (B, Q), valid (B, Q) bool)`` of the labelled positions of each row, in
+    order, padded with position 0 (``valid`` False there); with ``with_cls`` every row starts
+    with position 0 (``[CLS]``, ``valid`` False too). ``None`` when Q would exceed
+    ``SPARSE_LAST_LAYER_MAX_SHARE`` of the sequence, or when nothing is labelled and no
+    ``[CLS]`` is needed: the full last layer is then as cheap or cheaper."""
+    batch, length = mlm_labels.shape
+    selected = mlm_labels != IGNORE_INDEX
+    counts = selected.sum(1)
+    most = int(counts.max()) if batch else 0  # a host sync on a GPU, like the boolean indexing
+    queries = most + int(with_cls)
+    if queries == 0 or queries > SPARSE_LAST_LAYER_MAX_SHARE * length:
+        return None
+    # a stable sort puts each row's labelled positions first, in increasing order
+    order = torch.sort(selected.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :most]
+    valid = torch.arange(most, device=mlm_labels.device) < counts[:, None]
+    positions = order.masked_fill(~valid, 0)
+    if with_cls:
+        positions = F.pad(positions, (1, 0))
+        valid = F.pad(valid, (1, 0))
+    return positions, valid
+
+
+def _encode_and_predict(model, input_ids, token_type_ids, attention_mask, mlm_labels,
+                        output_hidden_states, output_attentions):
+    """``(encoder output, mlm_logits, mlm_loss)`` of a masked-LM model (``.bert``,
+    ``.mlm_head``); the last layer runs at the labelled positions (and ``[CLS]`` when the model
+    has a pooler) only, when that is allowed and pays (see the module docstring)."""
+    sparse = None
+    if mlm_labels is not None and model.sparse_last_layer and not (output_hidden_states or output_attentions):
+        sparse = labelled_positions(mlm_labels, with_cls=model.bert.pooler is not None)
+    if sparse is None:
+        out = model.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        return (out, *masked_lm(model.mlm_head, out.last_hidden_state, mlm_labels))
+    positions, valid = sparse
+    out = model.bert(input_ids, token_type_ids, attention_mask, output_positions=positions)
+    hidden, out.last_hidden_state = out.last_hidden_state, None
+    return (out, *_mlm_loss(model.mlm_head, hidden[valid], mlm_labels[mlm_labels != IGNORE_INDEX]))
 
 
 def _sum_losses(*losses: torch.Tensor | None) -> torch.Tensor | None:
@@ -65,6 +118,8 @@ def _sum_losses(*losses: torch.Tensor | None) -> torch.Tensor | None:
 
 class BertForPreTraining(BertPreTrainedModel):
     """BERT's pre-training model: masked LM head and next-sentence (IsNext) head."""
+
+    sparse_last_layer = True  # last layer at the labelled positions + [CLS] only (see above)
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -85,8 +140,9 @@ class BertForPreTraining(BertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
     ) -> ModelOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        mlm_logits, mlm_loss = masked_lm(self.mlm_head, out.last_hidden_state, mlm_labels)
+        out, mlm_logits, mlm_loss = _encode_and_predict(
+            self, input_ids, token_type_ids, attention_mask, mlm_labels, output_hidden_states, output_attentions
+        )
         nsp_logits = self.nsp_head(out.pooled_output)
         nsp_loss = None
         if next_sentence_label is not None:
@@ -99,6 +155,8 @@ class BertForPreTraining(BertPreTrainedModel):
 
 class BertForMaskedLM(BertPreTrainedModel):
     """Masked LM only (no pooler, no NSP); ``logits`` is the same tensor as ``mlm_logits``."""
+
+    sparse_last_layer = True  # last layer at the labelled positions only (see above)
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -116,8 +174,9 @@ class BertForMaskedLM(BertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
     ) -> ModelOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        out.mlm_logits, out.mlm_loss = masked_lm(self.mlm_head, out.last_hidden_state, mlm_labels)
+        out, out.mlm_logits, out.mlm_loss = _encode_and_predict(
+            self, input_ids, token_type_ids, attention_mask, mlm_labels, output_hidden_states, output_attentions
+        )
         out.logits, out.loss = out.mlm_logits, out.mlm_loss
         return out
 

@@ -18,7 +18,9 @@ Contract details:
 * **Splits.** ``read(data_dir, split)`` reads ``"train"`` or one of :meth:`eval_splits`
   (``("dev",)`` unless a family has more, e.g. MNLI's mismatched dev); malformed input
   raises :class:`~bertkit.errors.DataFormatError` with file and line. ``read_input(path)``
-  reads the JSON Lines file of ``bertkit predict`` (labels optional).
+  reads the JSON Lines file of ``bertkit predict`` (labels optional): one example per
+  non-empty line, in file order, since ``predict`` writes ``{**input record, **prediction}``
+  pairing the i-th record with the i-th record of :meth:`Task.predict`.
 * **Features.** A :class:`FeatureSet` is a list of feature dicts (name -> numpy int array,
   the last axis being the token axis for the names in ``pad_values``), one ``meta`` entry per
   feature (anything: e.g. the example index, offsets, word ids; the loop never reads it) and
@@ -247,7 +249,8 @@ class Task:
 
     def build_model(self, model_dir: str | Path, config_overrides: dict[str, Any] | None = None):
         """``model_class`` loaded from ``model_dir`` (eval mode, CPU), head checked against
-        the task. Missing head tensors are freshly initialised, as fine-tuning expects."""
+        the task. Missing head tensors are freshly initialised, as fine-tuning expects; the
+        loader's warnings (fresh / unused tensors) are kept in ``self.load_notes``."""
         from bertkit.checkpoint import load_pretrained
 
         if self.head_tensor is not None:

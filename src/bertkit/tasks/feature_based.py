@@ -72,7 +72,7 @@ class FeatureBasedTagger(nn.Module):
         self.config = encoder.config
         self.num_labels = num_labels
         self.settings = {"layers": list(layers), "combine": combine, "lstm_hidden": lstm_hidden,
-                         "lstm_layers": lstm_layers, "dropout": dropout, "num_labels": num_labels}
+                         "lstm_layers": lstm_layers, "dropout": dropout}
         hidden = encoder.config.hidden_size
         width = hidden * len(layers) if combine == "concat" else hidden
         self.dropout = nn.Dropout(dropout)
@@ -93,8 +93,8 @@ class FeatureBasedTagger(nn.Module):
         chosen = [out.hidden_states[i] for i in self.settings["layers"]]
         return torch.cat(chosen, dim=-1) if self.settings["combine"] == "concat" else sum(chosen)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
-                **_: object) -> ModelOutput:
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None,
+                labels=None) -> ModelOutput:
         x = self.dropout(self.features(input_ids, token_type_ids, attention_mask))
         if attention_mask is not None:
             lengths = attention_mask.sum(-1).clamp(min=1).cpu()
@@ -111,6 +111,7 @@ class FeatureBasedTagger(nn.Module):
             out.loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1),
                                        ignore_index=IGNORE_INDEX)
         return out
+
 
 def build_feature_based(model_dir: str | Path, num_labels: int,
                         config_overrides: dict | None = None, **settings) -> FeatureBasedTagger:

@@ -87,9 +87,10 @@ def featurize_tagging(
     long_sentences: str = "split",
 ) -> FeatureSet:
     """A :class:`FeatureSet` of every sentence (lists of words), ``meta`` a
-    :class:`TaggingMeta` per feature; ``tags=None`` gives all-ignored labels.
+    :class:`TaggingMeta` per feature; ``tags=None`` gives features without labels.
 
-    Features hold ``input_ids``, ``attention_mask`` and ``labels`` (numpy int64). A tag
+    Features hold ``input_ids``, ``attention_mask`` and, with ``tags``, ``labels`` (numpy
+    int64). A tag
     unknown to ``label2id`` raises ``ValueError`` naming it. See the module docstring for
     long sentences (``num_truncated`` counts the sentences that lost words to "truncate").
     """
@@ -126,9 +127,11 @@ def featurize_tagging(
             ids.append(tokenizer.sep_token_id)
             labels.append(IGNORE_INDEX)
             index.append(-1)
-            features.append({"input_ids": np.array(ids, dtype=np.int64),
-                             "attention_mask": np.ones(len(ids), dtype=np.int64),
-                             "labels": np.array(labels, dtype=np.int64)})
+            feature = {"input_ids": np.array(ids, dtype=np.int64),
+                       "attention_mask": np.ones(len(ids), dtype=np.int64)}
+            if tags is not None:
+                feature["labels"] = np.array(labels, dtype=np.int64)
+            features.append(feature)
             meta.append(TaggingMeta(s, index))
     if affected:
         action = ("split into windows at word boundaries" if long_sentences == "split"
