@@ -137,7 +137,11 @@ def test_toy_ner_run_learns_entities_from_iob1_files(ner_run):
     assert len(records) == len(gold)
     assert all(len(r["tags"]) == len(g.words) == len(r["tokens"]) for r, g in zip(records, gold))
     assert any("B-ORG" in r["tags"] and "I-ORG" in r["tags"] for r in records)
-    assert all(t != "I-PER" for g in gold for t in g.tags)  # IOB1 read as IOB2
+    # the files are IOB1 (no B- at all); read as IOB2, every chunk opens with B-
+    assert "B-" not in (data / "dev.txt").read_text()
+    for g in gold:
+        for prev, tag in zip(["O", *g.tags], g.tags):
+            assert not tag.startswith("I-") or prev[2:] == tag[2:]
 
 
 def test_saved_ner_model_reloads_with_same_scores(ner_run, tmp_path):

@@ -217,16 +217,16 @@ def test_toy_squad_run_learns_and_writes_the_original_files(name, model_dir, tmp
     version = "v2.0" if name == "squad2" else "v1.1"
     data = tmp_path / "data"
     data.mkdir()
-    for split, n, seed in (("train", 120, 1), ("dev", 40, 2)):
+    for split, n, seed in (("train", 96, 1), ("dev", 40, 2)):
         (data / f"{split}-{version}.json").write_text(json.dumps(toy_squad(n, seed, name == "squad2")))
     task = get_task(name, doc_stride=16, max_query_length=8)
-    cfg = FinetuneConfig(lr=3e-3, batch=16, epochs=4, max_seq_length=40, progress=False,
+    cfg = FinetuneConfig(lr=5e-3, batch=16, epochs=3, max_seq_length=40, progress=False,
                          log_every=1000)
     out = tmp_path / "out"
     runs, best = finetune(task, model_dir, data, out, cfg,
                           logger=RunLogger(out / "log.jsonl", echo=False))
     main = "best_f1" if name == "squad2" else "f1"
-    assert best.metrics[main] > 70
+    assert best.metrics[main] > 70, best.metrics
     predictions = json.loads((out / "predictions.json").read_text())
     assert len(predictions) == 40 and (out / "nbest_predictions.json").is_file()
     assert (out / "null_odds.json").is_file() == (name == "squad2")
