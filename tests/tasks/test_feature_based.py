@@ -16,7 +16,7 @@ from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.training import build_optimizer
 
 from .finetune_helpers import make_model
-from .test_ner import write_toy_conll
+from .test_ner import one_thread, write_toy_conll
 
 CFG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                  intermediate_size=32, max_position_embeddings=32)
@@ -72,10 +72,11 @@ def test_training_steps_leave_the_encoder_unchanged():
     optimizer = build_optimizer(model, 1e-2)
     ids = torch.randint(5, 30, (4, 6))
     labels = torch.randint(0, 4, (4, 6))
-    for _ in range(3):
-        optimizer.zero_grad()
-        model(ids, labels=labels).loss.backward()
-        optimizer.step()
+    with one_thread():
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(ids, labels=labels).loss.backward()
+            optimizer.step()
     assert all(torch.equal(before[k], v) for k, v in model.bert.state_dict().items())
     assert not torch.equal(head, model.classifier.weight)
 
@@ -89,11 +90,13 @@ def fb_run(tmp_path_factory):
                     lstm_hidden=32, lstm_layers=1)
     cfg = FinetuneConfig(lr=2e-2, batch=16, epochs=4, max_seq_length=32, progress=False,
                          log_every=1000)
-    runs, best = finetune(task, model_dir, data, out, cfg,
-                          logger=RunLogger(out / "log.jsonl", echo=False))
+    with one_thread():
+        runs, best = finetune(task, model_dir, data, out, cfg,
+                              logger=RunLogger(out / "log.jsonl", echo=False))
     return model_dir, data, out, best
 
 
+@pytest.mark.filterwarnings("ignore:.*not used by BertModel")
 def test_feature_based_run_learns_with_a_frozen_encoder(fb_run):
     model_dir, data, out, best = fb_run
     assert best.metrics["f1"] > 0.6

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 
 import numpy as np
 import pytest
+import torch
 
 from bertkit.runlog import RunLogger
 from bertkit.tasks import get_task
@@ -93,6 +95,18 @@ def test_label_list_puts_o_first():
     assert label_list([["B-PER", "O"], ["I-LOC", "B-LOC"]]) == ["O", "B-LOC", "B-PER", "I-LOC"]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Toy runs on one torch thread: tiny ops gain nothing from more, and on a shared
+    machine extra threads only wait for each other (results are the same)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def toy_conll_sentence(rng: random.Random) -> list[tuple[str, str]]:
     """(word, IOB1 tag) pairs: filler words with one or two entities (IOB1: I- opens a chunk)."""
     rows = [(rng.choice(FILLER), "O") for _ in range(rng.randint(2, 6))]
@@ -103,7 +117,7 @@ def toy_conll_sentence(rng: random.Random) -> list[tuple[str, str]]:
     return rows
 
 
-def write_toy_conll(directory, sizes=(("train.txt", 160, 1), ("dev.txt", 60, 2), ("test.txt", 60, 3))):
+def write_toy_conll(directory, sizes=(("train.txt", 160, 1), ("dev.txt", 48, 2), ("test.txt", 48, 3))):
     """CoNLL-2003 layout: -DOCSTART-, ``word POS chunk tag`` rows, IOB1 tags."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, n, seed in sizes:
@@ -123,8 +137,9 @@ def ner_run(tmp_path_factory):
     cfg = FinetuneConfig(lr=3e-3, batch=16, epochs=4, max_seq_length=32, progress=False,
                          log_every=1000)
     task = get_task("conll2003")
-    runs, best = finetune(task, model_dir, data, out, cfg,
-                          logger=RunLogger(out / "log.jsonl", echo=False))
+    with one_thread():
+        runs, best = finetune(task, model_dir, data, out, cfg,
+                              logger=RunLogger(out / "log.jsonl", echo=False))
     return task, data, out, best
 
 

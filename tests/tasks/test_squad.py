@@ -24,6 +24,7 @@ from bertkit.tasks.squad_postprocess import postprocess_squad, write_prediction_
 from bertkit.tokenizer import BertTokenizer
 
 from .finetune_helpers import VOCAB, make_model
+from .test_ner import one_thread
 
 CONTEXT = "the man went to the store . he was good . she was bad . the day was quick ."
 
@@ -223,8 +224,9 @@ def test_toy_squad_run_learns_and_writes_the_original_files(name, model_dir, tmp
     cfg = FinetuneConfig(lr=5e-3, batch=16, epochs=3, max_seq_length=40, progress=False,
                          log_every=1000)
     out = tmp_path / "out"
-    runs, best = finetune(task, model_dir, data, out, cfg,
-                          logger=RunLogger(out / "log.jsonl", echo=False))
+    with one_thread():
+        runs, best = finetune(task, model_dir, data, out, cfg,
+                              logger=RunLogger(out / "log.jsonl", echo=False))
     main = "best_f1" if name == "squad2" else "f1"
     assert best.metrics[main] > 70, best.metrics
     predictions = json.loads((out / "predictions.json").read_text())
