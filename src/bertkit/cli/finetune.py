@@ -90,6 +90,12 @@ def register(subparsers) -> None:
     ft.add_argument("--max-train-examples", type=int, default=None, metavar="N",
                     help="train on a fixed random sample of N examples")
     ft.add_argument("--log-every", type=int, default=100, metavar="STEPS", help="train-loss log interval")
+    fb = ft.add_argument_group("feature-based use (NER; the paper's section 5.3 ablation)")
+    fb.add_argument("--feature-based", action="store_true", default=None,
+                    help="freeze the encoder and train a BiLSTM tagger on its hidden states")
+    fb.add_argument("--feature-layers", metavar="LIST",
+                    help="hidden states to use, e.g. -1,-2,-3,-4 (the last four)")
+    fb.add_argument("--combine", choices=["concat", "sum"], help="how to join the layers")
     ft.set_defaults(func=run_finetune)
 
     ev = subparsers.add_parser("evaluate", help="score a fine-tuned model on a task's dev data",
@@ -129,6 +135,10 @@ def task_options(args, saved: dict | None = None) -> dict:
         value = getattr(args, dest, None)
         if value is not None:
             options[dest] = value.split(",") if dest == "labels" else value
+    for dest in ("feature_based", "feature_layers", "combine"):
+        value = getattr(args, dest, None)
+        if value is not None:
+            options[dest] = value
     for item in args.task_option:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -165,8 +175,10 @@ def _setup(args, for_training: bool):
     return task, tokenizer, entry
 
 
-def _max_len(args, entry: dict) -> int:
-    return args.max_seq_length or int(entry.get("max_seq_length") or 128)
+def _max_len(args, entry: dict, task=None) -> int:
+    """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD 384)."""
+    default = getattr(task, "default_max_seq_length", 128)
+    return args.max_seq_length or int(entry.get("max_seq_length") or default)
 
 
 # ------------------------------------------------------------------ handlers
@@ -179,7 +191,7 @@ def run_finetune(args) -> int:
         cfg = FinetuneConfig(
             lr=args.lr, batch=args.batch_size, epochs=args.epochs, seed=args.seed,
             grid=parse_grid(args.grid) if args.grid is not None else None,
-            max_seq_length=args.max_seq_length or 128, warmup=args.warmup,
+            max_seq_length=_max_len(args, {}, task), warmup=args.warmup,
             weight_decay=args.weight_decay, dropout=args.dropout, max_grad_norm=args.max_grad_norm,
             eval_batch=args.eval_batch_size, device=args.device, precision=args.precision,
             log_every=args.log_every, progress=args.progress, select=args.select,
@@ -222,7 +234,7 @@ def run_evaluate(args) -> int:
         device, precision = _device(args)
         results = {}
         for split in args.split or task.eval_splits():
-            sets = load_eval_sets(task, args.data, tokenizer, _max_len(args, entry), [split])
+            sets = load_eval_sets(task, args.data, tokenizer, _max_len(args, entry, task), [split])
             metrics, raw = evaluate_sets(task, model.to(device), sets, args.batch_size, device,
                                          precision, args.progress)
             results[split] = metrics
@@ -254,7 +266,7 @@ def run_predict(args) -> int:
         if not records:
             raise BertkitError(f"{args.input}: no input records")
         examples = task.read_input(args.input)
-        features = featurize(task, examples, tokenizer, _max_len(args, entry), False, "input")
+        features = featurize(task, examples, tokenizer, _max_len(args, entry, task), False, "input")
         outputs = run_model(task, model.to(device), features, args.batch_size, device, precision,
                             True if args.progress is None else args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
