@@ -220,22 +220,29 @@ def _device(args):
     return device, resolve_precision(args.precision, device)
 
 
+def _setup_trained(args):
+    """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
+    from bertkit.inference import check_vocabulary
+
+    task, tokenizer, entry = _setup(args, for_training=False)
+    model = _load_model(task, args)
+    check_vocabulary(tokenizer, model, args.model)
+    device, precision = _device(args)
+    return task, tokenizer, entry, model.to(device), device, precision
+
+
 def run_evaluate(args) -> int:
     """Handler of ``evaluate``: ``split key=value ...`` lines, then the JSON."""
     from pathlib import Path
 
-    from bertkit.inference import check_vocabulary
     from bertkit.tasks.finetune import evaluate_sets, load_eval_sets, write_predictions
 
     with _plain_warnings():
-        task, tokenizer, entry = _setup(args, for_training=False)
-        model = _load_model(task, args)
-        check_vocabulary(tokenizer, model, args.model)
-        device, precision = _device(args)
+        task, tokenizer, entry, model, device, precision = _setup_trained(args)
         results = {}
         for split in args.split or task.eval_splits():
             sets = load_eval_sets(task, args.data, tokenizer, _max_len(args, entry, task), [split])
-            metrics, raw = evaluate_sets(task, model.to(device), sets, args.batch_size, device,
+            metrics, raw = evaluate_sets(task, model, sets, args.batch_size, device,
                                          precision, args.progress)
             results[split] = metrics
             print(f"{split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
@@ -253,21 +260,17 @@ def run_evaluate(args) -> int:
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
     from bertkit.fileio import atomic_write
-    from bertkit.inference import check_vocabulary
     from bertkit.tasks.finetune import featurize, run_model
     from bertkit.tasks.formats.base import iter_jsonl
 
     with _plain_warnings():
-        task, tokenizer, entry = _setup(args, for_training=False)
-        model = _load_model(task, args)
-        check_vocabulary(tokenizer, model, args.model)
-        device, precision = _device(args)
+        task, tokenizer, entry, model, device, precision = _setup_trained(args)
         records = [record for _, record in iter_jsonl(args.input)]
         if not records:
             raise BertkitError(f"{args.input}: no input records")
         examples = task.read_input(args.input)
         features = featurize(task, examples, tokenizer, _max_len(args, entry, task), False, "input")
-        outputs = run_model(task, model.to(device), features, args.batch_size, device, precision,
+        outputs = run_model(task, model, features, args.batch_size, device, precision,
                             True if args.progress is None else args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
         if len(predictions) != len(records):

@@ -188,19 +188,38 @@ def _labels_from_config(config: BertConfig, num_labels: int | None, default: int
     return len(id2label) if id2label else default
 
 
-class BertForSequenceClassification(BertPreTrainedModel):
+class _ClassifierModel(BertPreTrainedModel):
+    """The shape shared by the classification heads: encoder -> dropout -> linear ``classifier``.
+
+    ``pooled`` heads read the pooled ``[CLS]`` vector, the others every token's vector.
+    """
+
+    pooled = True
+
+    def __init__(self, config: BertConfig, num_outputs: int):
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=self.pooled)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, num_outputs)
+        self.classifier.apply(self._init_module)
+
+    def _scores(self, input_ids, token_type_ids, attention_mask, output_hidden_states,
+                output_attentions) -> ModelOutput:
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        features = out.pooled_output if self.pooled else out.last_hidden_state
+        out.logits = self.classifier(self.dropout(features))
+        return out
+
+
+class BertForSequenceClassification(_ClassifierModel):
     """Pooled ``[CLS]`` -> dropout -> linear; ``num_labels == 1`` means regression (MSE).
 
     ``num_labels`` defaults to the size of ``id2label`` in the config, else 2.
     """
 
     def __init__(self, config: BertConfig, num_labels: int | None = None):
-        super().__init__(config)
         self.num_labels = _labels_from_config(config, num_labels)
-        self.bert = BertModel(config, add_pooling_layer=True)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
-        self.classifier.apply(self._init_module)
+        super().__init__(config, self.num_labels)
 
     def forward(
         self,
@@ -211,8 +230,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
     ) -> ModelOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        out.logits = self.classifier(self.dropout(out.pooled_output))
+        out = self._scores(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         if labels is not None:
             if self.num_labels == 1:
                 out.loss = F.mse_loss(out.logits.float().squeeze(-1), labels.float().view(-1))
@@ -221,16 +239,14 @@ class BertForSequenceClassification(BertPreTrainedModel):
         return out
 
 
-class BertForTokenClassification(BertPreTrainedModel):
+class BertForTokenClassification(_ClassifierModel):
     """Every token's final hidden vector -> dropout -> linear (e.g. NER tags)."""
 
+    pooled = False
+
     def __init__(self, config: BertConfig, num_labels: int | None = None):
-        super().__init__(config)
         self.num_labels = _labels_from_config(config, num_labels)
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
-        self.classifier.apply(self._init_module)
+        super().__init__(config, self.num_labels)
 
     def forward(
         self,
@@ -241,8 +257,7 @@ class BertForTokenClassification(BertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
     ) -> ModelOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        out.logits = self.classifier(self.dropout(out.last_hidden_state))
+        out = self._scores(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         if labels is not None:
             out.loss = F.cross_entropy(
                 out.logits.float().view(-1, self.num_labels), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
@@ -289,18 +304,14 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         return out
 
 
-class BertForMultipleChoice(BertPreTrainedModel):
+class BertForMultipleChoice(_ClassifierModel):
     """Inputs (B, C, T): each choice encoded on its own, pooled ``[CLS]`` -> one score.
 
     ``logits`` is (B, C); ``labels`` (B,) index the right choice (softmax over choices).
     """
 
     def __init__(self, config: BertConfig):
-        super().__init__(config)
-        self.bert = BertModel(config, add_pooling_layer=True)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        self.classifier.apply(self._init_module)
+        super().__init__(config, 1)
 
     def forward(
         self,
@@ -316,10 +327,10 @@ class BertForMultipleChoice(BertPreTrainedModel):
         def flat(t):
             return None if t is None else t.reshape(batch * choices, length)
 
-        out = self.bert(
+        out = self._scores(
             flat(input_ids), flat(token_type_ids), flat(attention_mask), output_hidden_states, output_attentions
         )
-        out.logits = self.classifier(self.dropout(out.pooled_output)).view(batch, choices)
+        out.logits = out.logits.view(batch, choices)
         if labels is not None:
             out.loss = F.cross_entropy(out.logits.float(), labels.reshape(-1).long())
         return out
