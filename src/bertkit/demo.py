@@ -35,7 +35,7 @@ def _write_jsonl(rows: list[dict], path: Path) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def run_demo(out_dir: str | Path = "demo_out", vocab_size: int = 8000, steps: int = 300,
+def run_demo(out_dir: str | Path = "demo_out", vocab_size: int = 8000, steps: int = 1000,
              model_size: str = "tiny", finetune_epochs: int = 3) -> dict:
     """Run every stage; returns the fine-tuning dev metrics."""
     from bertkit.inference import load

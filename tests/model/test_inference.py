@@ -12,7 +12,7 @@ from bertkit.checkpoint import save_pretrained
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference import BertInference, length_batches, load
-from bertkit.model import BertForMaskedLM, BertModel
+from bertkit.model import BertModel
 
 tokenizer_module = pytest.importorskip("bertkit.tokenizer")
 
@@ -20,13 +20,8 @@ SENTENCES = ["the man went to the store .", "he is good", "a quick day", "she wa
 
 
 @pytest.fixture
-def model_dir(tmp_path, tiny_vocab_file):
-    tok = tokenizer_module.BertTokenizer.from_file(tiny_vocab_file)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=12)
-    torch.manual_seed(0)
-    save_pretrained(BertForMaskedLM(cfg), tmp_path / "m", tokenizer=tok)
-    return tmp_path / "m"
+def model_dir(make_mlm_dir):
+    return make_mlm_dir(12)
 
 
 def test_length_batches_sort_and_cover():

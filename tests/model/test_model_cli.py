@@ -6,24 +6,15 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
-from bertkit.checkpoint import save_pretrained
 from bertkit.cli.main import main
-from bertkit.config import BertConfig
-from bertkit.model import BertForMaskedLM
 
 tokenizer_module = pytest.importorskip("bertkit.tokenizer")
 
 
 @pytest.fixture
-def model_dir(tmp_path, tiny_vocab_file):
-    tok = tokenizer_module.BertTokenizer.from_file(tiny_vocab_file)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=16)
-    torch.manual_seed(0)
-    save_pretrained(BertForMaskedLM(cfg), tmp_path / "m", tokenizer=tok)
-    return tmp_path / "m"
+def model_dir(make_mlm_dir):
+    return make_mlm_dir(16)
 
 
 def test_fill_mask_prints_top_k(model_dir, capsys):

@@ -11,7 +11,7 @@ def register(subparsers) -> None:
                     "then fine-tune it on a built-in labelled task and print the dev metric.")
     demo.add_argument("--out", default="demo_out", help="output directory (default: demo_out)")
     demo.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size (default: 8000)")
-    demo.add_argument("--steps", type=int, default=300, help="pre-training steps (default: 300)")
+    demo.add_argument("--steps", type=int, default=1000, help="pre-training steps (default: 1000)")
     demo.add_argument("--model-size", default="tiny", help="model preset (default: tiny)")
     demo.add_argument("--finetune-epochs", type=int, default=3, help="fine-tuning epochs (default: 3)")
     demo.set_defaults(func=run)
