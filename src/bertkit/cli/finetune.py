@@ -15,6 +15,7 @@ import json
 import sys
 import warnings
 
+from bertkit.cli.parsing import accept_negative_lists
 from bertkit.errors import BertkitError
 
 _GENERIC = (
@@ -96,6 +97,7 @@ def register(subparsers) -> None:
     fb.add_argument("--feature-layers", metavar="LIST",
                     help="hidden states to use, e.g. -1,-2,-3,-4 (the last four)")
     fb.add_argument("--combine", choices=["concat", "sum"], help="how to join the layers")
+    accept_negative_lists(ft)
     ft.set_defaults(func=run_finetune)
 
     ev = subparsers.add_parser("evaluate", help="score a fine-tuned model on a task's dev data",

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
+from bertkit.cli.parsing import accept_negative_lists
 from bertkit.errors import BertkitError
 
 
@@ -29,15 +29,6 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-overflow", choices=["truncate", "error"], default="truncate",
                         help="longer inputs: truncate with a warning (default) or fail")
 
-
-def _accept_negative_lists(parser: argparse.ArgumentParser) -> None:
-    """Let ``--layers -1,-2,-3,-4`` parse: argparse would take ``-1,-2,...`` for an option.
-
-    argparse treats an argument matching its negative-number pattern as a value; widen the
-    pattern of this parser (which has no option that looks like a number) to comma lists.
-    """
-    if hasattr(parser, "_negative_number_matcher"):
-        parser._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$|^-\d*\.\d+$")
 
 
 def register(subparsers) -> None:
@@ -60,7 +51,7 @@ def register(subparsers) -> None:
     embed.add_argument("--pool", choices=["cls", "mean", "none"], default="cls")
     embed.add_argument("--combine", choices=["concat", "sum"], default="concat")
     embed.set_defaults(func=run_embed)
-    _accept_negative_lists(embed)
+    accept_negative_lists(embed)
 
     convert = subparsers.add_parser("convert", help="copy a BERT directory into a bertkit/HF model directory")
     convert.add_argument("source", help="a BERT directory (e.g. Hugging Face, legacy names, .bin)")
