@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bertkit.training.cpu import bound_onednn_cache
+
+    bound_onednn_cache()  # before any matrix product of the command
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -49,7 +49,7 @@ from bertkit.training import (
     restore_training_state,
 )
 from bertkit.training import distributed as dist
-from bertkit.training.cpu import keep_freed_memory
+from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
 from bertkit.training.prefetch import prefetch
 
 
@@ -81,7 +81,11 @@ class _Run:
         self.config, self.ctx = config, ctx
         self.out = Path(config.out)
         if ctx.device.type == "cpu":
-            keep_freed_memory()
+            bound_onednn_cache()
+            if config.objective != "ltr":
+                # ltr's logits change size every step (every token is labelled): with freed
+                # memory kept, the heap fragments and grows; mmap'd blocks avoid that.
+                keep_freed_memory()
         self.checkpoints = CheckpointManager(self.out / "checkpoints", keep=config.keep)
         self.train_data, self.eval_data = open_datasets(config)
         self.tokenizer = build_tokenizer(config, self.train_data.meta)

@@ -53,6 +53,7 @@ from bertkit.training import (
     linear_warmup_decay,
     resolve_precision,
 )
+from bertkit.training.cpu import bound_onednn_cache
 from bertkit.training.distributed import pick_device
 
 __all__ = [
@@ -329,6 +330,7 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     from bertkit.checkpoint import load_config, save_pretrained
     from bertkit.tokenizer import BertTokenizer
 
+    bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
     cfg = cfg or FinetuneConfig()
     if cfg.select not in ("best", "last"):
         raise BertkitError(f"select must be 'best' or 'last', got {cfg.select!r}")
