@@ -17,6 +17,10 @@ Name mapping (the only differences between bertkit modules and HF tensor names):
 ``...attention.self.qkv`` <-> ``...attention.self.{query,key,value}`` (row blocks),
 ``mlm_head.{dense,LayerNorm}`` <-> ``cls.predictions.transform.{dense,LayerNorm}``,
 ``mlm_head.bias`` <-> ``cls.predictions.bias``, ``nsp_head`` <-> ``cls.seq_relationship``.
+
+A ``pruned_heads`` field in ``config.json`` (Hugging Face's, ``{"layer": [original head
+indices]}``) shapes the model's layers before the weights are read
+(:mod:`bertkit.model.pruning`); it is written back unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
 from bertkit.fileio import atomic_path, atomic_write
 from bertkit.model import TASK_MODELS, BertModel, BertPreTrainedModel
+from bertkit.model.pruning import apply_pruned_heads
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -194,6 +199,7 @@ def load_pretrained(
     checkpoint = normalize_hf_names(read_weights(directory))
     model_class = model_class or default_model_class(config, checkpoint)
     model = model_class(config, **model_kwargs)
+    apply_pruned_heads(model)  # config.json pruned_heads: layers with fewer heads
     load_hf_weights(model, checkpoint, source=str(directory))
     return model.eval()
 

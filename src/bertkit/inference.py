@@ -172,6 +172,14 @@ class BertInference:
         return results[0] if single else results
 
     # ------------------------------------------------------------------ embeddings
+    def features(self, ids, types, mask, layers: Sequence[int], combine: str) -> torch.Tensor:
+        """(B, T, D) float32 features of a batch: the ``layers`` hidden states combined."""
+        layers = list(layers)
+        out = self.encoder(ids, types, mask, output_hidden_states=layers != [-1])
+        states = [out.last_hidden_state] if layers == [-1] else [out.hidden_states[k] for k in layers]
+        features = torch.cat(states, dim=-1) if combine == "concat" else torch.stack(states).sum(0)
+        return features.float()
+
     def embed(
         self,
         texts: str | Sequence[str],
@@ -184,6 +192,7 @@ class BertInference:
         on_overflow: str = "truncate",
         progress: bool = False,
         return_tokens: bool = False,
+        long_text: Any = None,
     ):
         """Contextual features (the paper's feature-based approach, section 5.3).
 
@@ -192,7 +201,9 @@ class BertInference:
         ``cls`` = the ``[CLS]`` vector, ``mean`` = mean over the sequence's tokens (specials
         included, padding excluded), both returning a float32 array (N, D); ``none`` returns a
         list of (T_i, D) arrays, one per input. ``return_tokens`` also returns each input's
-        wordpieces.
+        wordpieces. ``long_text`` (a :class:`bertkit.windows.LongText`) with mode ``window``
+        embeds a text longer than ``max_length`` in overlapping windows instead of truncating
+        it (see :func:`bertkit.windows.embed_in_windows`).
         """
         if pool not in POOLINGS:
             raise ValueError(f"pool must be one of {POOLINGS}, got {pool!r}")
@@ -207,14 +218,20 @@ class BertInference:
         texts = [texts] if single else list(texts)
         if single and pairs is not None and isinstance(pairs, str):
             pairs = [pairs]
+        if long_text is not None and long_text.windowed:
+            from bertkit.windows import embed_in_windows
+
+            limit = min(max_length or self.max_positions, self.max_positions)
+            results, tokens = embed_in_windows(self, texts, pairs, layers, pool, combine, batch_size,
+                                               limit, long_text, progress)
+            if single:
+                results, tokens = results[0], tokens[0]
+            return (results, tokens) if return_tokens else results
         encodings = self.encode(texts, pairs, max_length=max_length, on_overflow=on_overflow)
         results: list[Any] = [None] * len(texts)
         with torch.inference_mode():
             for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "embed"):
-                out = self.encoder(ids, types, mask, output_hidden_states=layers != [-1])
-                states = [out.last_hidden_state] if layers == [-1] else [out.hidden_states[k] for k in layers]
-                features = torch.cat(states, dim=-1) if combine == "concat" else torch.stack(states).sum(0)
-                features = features.float()
+                features = self.features(ids, types, mask, layers, combine)
                 if pool == "cls":
                     pooled = features[:, 0]
                 elif pool == "mean":

@@ -15,6 +15,7 @@ import json
 import sys
 import warnings
 
+from bertkit.cli.long_text import add_long_text_arguments, long_text_options
 from bertkit.cli.parsing import accept_negative_lists
 from bertkit.errors import BertkitError
 
@@ -59,6 +60,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
                         help="no progress bars (default: bars on a terminal)")
     parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                         help="task option (value parsed as JSON when it can be), repeatable")
+    add_long_text_arguments(parser)
     group = parser.add_argument_group("generic tasks (text-classification, regression, ...)")
     for flag, dest, text in _GENERIC:
         group.add_argument(flag, dest=dest, default=None, help=text)
@@ -141,6 +143,7 @@ def task_options(args, saved: dict | None = None) -> dict:
         value = getattr(args, dest, None)
         if value is not None:
             options[dest] = value
+    options.update(long_text_options(args))
     for item in args.task_option:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from bertkit.cli.long_text import add_long_text_arguments, long_text_options
 from bertkit.cli.parsing import accept_negative_lists
 from bertkit.errors import BertkitError
 
@@ -50,6 +51,7 @@ def register(subparsers) -> None:
     embed.add_argument("--layers", default="-1", help="comma-separated hidden-state indexes, e.g. -1,-2,-3,-4")
     embed.add_argument("--pool", choices=["cls", "mean", "none"], default="cls")
     embed.add_argument("--combine", choices=["concat", "sum"], default="concat")
+    add_long_text_arguments(embed)
     embed.set_defaults(func=run_embed)
     accept_negative_lists(embed)
 
@@ -150,10 +152,13 @@ def run_embed(args) -> int:
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
+    from bertkit.windows import LongText
+
     try:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,
                                       batch_size=args.batch_size, max_length=args.max_length,
-                                      on_overflow=args.on_overflow, progress=True, return_tokens=True)
+                                      on_overflow=args.on_overflow, progress=True, return_tokens=True,
+                                      long_text=LongText.from_options(long_text_options(args)))
     except ValueError as e:
         raise BertkitError(str(e)) from None
     if output.suffix == ".npy":

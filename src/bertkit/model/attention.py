@@ -86,7 +86,8 @@ class MultiHeadSelfAttention(nn.Module):
         output_attentions: bool = False,
         query_hidden: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        batch, length, width = hidden.shape
+        batch, length, _ = hidden.shape
+        width = self.num_heads * self.head_size  # the hidden size, less any pruned heads
         if query_hidden is None:
             qkv = self.qkv(hidden).view(batch, length, 3, self.num_heads, self.head_size)
             query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)

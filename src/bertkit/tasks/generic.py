@@ -24,6 +24,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics import accuracy, macro_f1, pearson, spearman
 from bertkit.tasks.formats import read_text_classification
 from bertkit.tasks.text import TextTask
+from bertkit.windows import LONG_TEXT_OPTIONS
 
 __all__ = ["GenericTextTask", "create_task", "find_split_file"]
 
@@ -34,7 +35,7 @@ _KINDS = {  # name -> (pair, regression)
     "text-pair-regression": (True, True),
 }
 _OPTIONS = ("text_column", "pair_column", "label_column", "labels", "id_column", "format",
-            "train_file", "dev_file")
+            "train_file", "dev_file", *LONG_TEXT_OPTIONS)
 _SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
 
 

@@ -14,7 +14,8 @@ Data (``read(data_dir, split)``):
 
 Features and predictions follow :mod:`bertkit.tasks.tagging` (label on each word's first
 sub-token, long sentences split into windows with a warning, or ``long_sentences=
-"truncate"``). Metrics, fractions in [0, 1]: entity-level ``f1`` (main), ``precision``,
+"truncate"``; ``long_text="window"`` with ``stride``: overlapping windows, each word tagged
+from the window where it has the most context). Metrics, fractions in [0, 1]: entity-level ``f1`` (main), ``precision``,
 ``recall`` as conlleval (:func:`bertkit.metrics.entity_scores`) and token ``accuracy``;
 for non-BIO labels ``accuracy`` alone.
 
@@ -40,6 +41,7 @@ from bertkit.tasks.formats import TaggedSentence, read_conll, read_token_classif
 from bertkit.tasks.formats.base import iter_jsonl
 from bertkit.tasks.formats.conll import iob1_to_iob2
 from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
+from bertkit.windows import LONG_TEXT_OPTIONS, LongText
 
 __all__ = ["CONLL2003_LABELS", "TokenTask", "create_task"]
 
@@ -49,7 +51,7 @@ _CONLL_FILES = {"train": ("train.txt", "eng.train", "train"),
                 "test": ("test.txt", "eng.testb", "test")}
 _OPTIONS = {"labels", "long_sentences", "bio", "tokens_field", "tags_field", "train_file",
             "dev_file", "format", "feature_based", "feature_layers", "combine", "lstm_hidden",
-            "lstm_layers"}
+            "lstm_layers", *LONG_TEXT_OPTIONS}
 
 
 def _is_bio(tags: Sequence[str]) -> bool:
@@ -79,6 +81,9 @@ class TokenTask(Task):
         super().__init__(name, labels, **options)
         self.bio = bool(options.get("bio", self.conll))
         self.long_sentences = options.get("long_sentences", "split")
+        self.long_text = LongText.from_options(options)
+        if options.get("long_text"):  # --long-text truncate|window overrides long_sentences
+            self.long_sentences = self.long_text.mode
         self.feature_based = bool(options.get("feature_based", False))
         self._has_test = False
 
@@ -143,7 +148,8 @@ class TokenTask(Task):
                 warnings.filterwarnings("always", category=UserWarning)
                 return featurize_tagging(tokenizer, [s.words for s in examples],
                                          [s.tags for s in examples] if labelled else None,
-                                         label2id, max_seq_length, self.long_sentences)
+                                         label2id, max_seq_length, self.long_sentences,
+                                         self.long_text.stride)
         except ValueError as e:
             raise BertkitError(f"{self.name}: {e}") from None
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from bertkit.tasks.base import FeatureSet
 from bertkit.tasks.formats.squad import SquadExample
+from bertkit.windows import max_context_flags, sliding_windows
 
 __all__ = [
     "SquadWindow",
@@ -62,27 +63,9 @@ def check_window_settings(max_seq_length: int, doc_stride: int, max_query_length
 
 
 def doc_windows(num_pieces: int, window: int, stride: int) -> list[tuple[int, int]]:
-    """``(start, length)`` of the sliding windows over ``num_pieces`` passage pieces."""
-    spans, start = [], 0
-    while True:
-        length = min(num_pieces - start, window)
-        spans.append((start, length))
-        if start + length >= num_pieces:
-            return spans
-        start += min(length, stride)
-
-
-def _max_context(spans: list[tuple[int, int]], w: int, piece: int) -> bool:
-    """Whether window ``w`` gives ``piece`` the most context (ties to the longer window)."""
-    best, best_score = None, None
-    for i, (start, length) in enumerate(spans):
-        end = start + length - 1
-        if not start <= piece <= end:
-            continue
-        score = min(piece - start, end - piece) + 0.01 * length
-        if best_score is None or score > best_score:
-            best, best_score = i, score
-    return best == w
+    """``(start, length)`` of the sliding windows over ``num_pieces`` passage pieces
+    (:func:`bertkit.windows.sliding_windows`, the shared window arithmetic)."""
+    return sliding_windows(num_pieces, window, stride)
 
 
 def answer_token_span(offsets: Sequence[tuple[int, int]], start_char: int,
@@ -137,7 +120,7 @@ def featurize_squad(
             meta.append(SquadWindow(
                 example=e, window=w,
                 offsets=[None] * len(prefix) + [offsets[i] for i in doc] + [None],
-                max_context=[False] * len(prefix) + [_max_context(spans, w, i) for i in doc] + [False],
+                max_context=[False] * len(prefix) + max_context_flags(spans, w) + [False],
             ))
     pad = {"input_ids": tokenizer.pad_token_id, "token_type_ids": 0, "attention_mask": 0}
     return FeatureSet(features, meta, pad, num_examples=len(examples))

@@ -10,6 +10,10 @@ input to the token-level classifier"):
   ``long_sentences="split"`` (default) cuts it into consecutive windows at word
   boundaries, each its own feature, so every word is still labelled and predicted exactly
   once; ``"truncate"`` keeps the first window only (the cut-off words are predicted ``O``).
+  ``"window"`` cuts the sub-token sequence into overlapping windows whose starts are
+  ``stride`` sub-tokens apart (:mod:`bertkit.windows`, default half the window): every window
+  carries the labels of the words starting in it (training), and each word is predicted
+  from the one window where its first sub-token has the most context on both sides.
   Either way a warning says how many sentences were affected. A single word with more
   pieces than fit keeps its first ``max_seq_length - 2`` pieces;
 * a word that yields no WordPiece at all (e.g. a lone zero-width character) has no
@@ -27,8 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertkit.tasks.base import IGNORE_INDEX, FeatureSet
+from bertkit.windows import LongText, max_context_flags
 
-LONG_SENTENCE_MODES = ("split", "truncate")
+LONG_SENTENCE_MODES = ("split", "truncate", "window")
 
 __all__ = [
     "IGNORE_INDEX",
@@ -85,6 +90,7 @@ def featurize_tagging(
     label2id: dict[str, int] | None,
     max_seq_length: int = 128,
     long_sentences: str = "split",
+    stride: int | None = None,
 ) -> FeatureSet:
     """A :class:`FeatureSet` of every sentence (lists of words), ``meta`` a
     :class:`TaggingMeta` per feature; ``tags=None`` gives features without labels.
@@ -106,6 +112,12 @@ def featurize_tagging(
         if len(windows) > 1 or any(len(p) > budget for p in pieces):
             affected += 1
             longest = max(longest, sum(map(len, pieces)) + 2)
+        if long_sentences == "window":
+            for feature, index in _overlapping(tokenizer, pieces, tags[s] if tags is not None else None,
+                                               label2id, s, budget, stride):
+                features.append(feature)
+                meta.append(TaggingMeta(s, index))
+            continue
         if long_sentences == "truncate":
             windows = windows[:1]
         for first, end in windows:
@@ -134,13 +146,52 @@ def featurize_tagging(
             features.append(feature)
             meta.append(TaggingMeta(s, index))
     if affected:
-        action = ("split into windows at word boundaries" if long_sentences == "split"
-                  else "truncated (the words cut off are predicted 'O')")
+        action = {"split": "split into windows at word boundaries",
+                  "window": "cut into overlapping windows",
+                  "truncate": "truncated (the words cut off are predicted 'O')"}[long_sentences]
         warnings.warn(f"{affected} sentence(s) longer than max_seq_length={max_seq_length} "
                       f"WordPieces (longest {longest}) were {action}", stacklevel=2)
     pad = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0, "labels": IGNORE_INDEX}
     return FeatureSet(features, meta, pad, num_examples=len(sentences),
                       num_truncated=affected if long_sentences == "truncate" else 0)
+
+
+def _tag_id(tags, label2id, s: int, w: int) -> int:
+    if tags is None:
+        return IGNORE_INDEX
+    if tags[w] not in label2id:
+        raise ValueError(f"sentence {s}: tag {tags[w]!r} is not among the labels {sorted(label2id)}")
+    return label2id[tags[w]]
+
+
+def _overlapping(tokenizer, pieces, tags, label2id, s: int, budget: int, stride: int | None):
+    """``(feature, word_index)`` of each overlapping window of sentence ``s`` (``"window"``
+    mode): labels on every word's first sub-token in every window, ``word_index`` only in
+    the word's max-context window."""
+    flat, first_of = [], {}  # flat position -> word starting there
+    for w, word_ids in enumerate(pieces):
+        if word_ids:
+            first_of[len(flat)] = w
+            flat += word_ids
+    spans = LongText("window", stride).spans(len(flat), budget)
+    out = []
+    for k, (start, length) in enumerate(spans):
+        best = max_context_flags(spans, k)
+        ids, labels, index = [tokenizer.cls_token_id], [IGNORE_INDEX], [-1]
+        for offset, p in enumerate(range(start, start + length)):
+            ids.append(flat[p])
+            w = first_of.get(p, -1)
+            labels.append(_tag_id(tags, label2id, s, w) if w >= 0 else IGNORE_INDEX)
+            index.append(w if w >= 0 and best[offset] else -1)
+        ids.append(tokenizer.sep_token_id)
+        labels.append(IGNORE_INDEX)
+        index.append(-1)
+        feature = {"input_ids": np.array(ids, dtype=np.int64),
+                   "attention_mask": np.ones(len(ids), dtype=np.int64)}
+        if tags is not None:
+            feature["labels"] = np.array(labels, dtype=np.int64)
+        out.append((feature, index))
+    return out
 
 
 def word_predictions(

@@ -5,6 +5,11 @@ truncated longest-first to ``max_seq_length``); the head is ``BertForSequenceCla
 on the pooled ``[CLS]``: ``len(labels)`` classes, or one output (MSE) when ``labels`` is
 ``None``. Features carry ``labels`` (class index, or float score) when every example has one.
 Predictions are ``{"label": name, "probabilities": {name: p}}`` or ``{"score": x}``.
+With the option ``long_text="window"`` (``stride``, ``pool_windows``; see
+:mod:`bertkit.windows`) a text longer than the limit becomes several features, windows of the
+first text (the second text of a pair, cut to half the room, is repeated in each), each
+with the example's label; ``meta[k]`` is the example of feature ``k`` and the logits of an
+example's windows are pooled (mean or max) before scoring and prediction.
 ``predict`` input (JSON Lines) names its texts by :attr:`TextTask.input_fields`.
 """
 
@@ -19,6 +24,7 @@ from bertkit.errors import BertkitError, DataFormatError
 from bertkit.model import BertForSequenceClassification
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
+from bertkit.windows import LongText, pool_rows
 
 __all__ = ["TextTask", "softmax"]
 
@@ -55,19 +61,56 @@ class TextTask(Task):
         if train and not labelled:
             missing = next(ex for ex in examples if ex.label is None)
             raise BertkitError(f"{self.name}: training example {missing.guid} has no label")
-        features, truncated = [], 0
-        for ex in examples:
-            enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_seq_length)
-            truncated += enc.num_truncated > 0
-            feature = {"input_ids": np.asarray(enc.input_ids, dtype=np.int32),
-                       "token_type_ids": np.asarray(enc.token_type_ids, dtype=np.int8),
-                       "attention_mask": np.asarray(enc.attention_mask, dtype=np.int8)}
-            if labelled:
-                feature["labels"] = self.target(ex)
-            features.append(feature)
+        features, meta, truncated = [], [], 0
+        long_text = self.long_text
+        for e, ex in enumerate(examples):
+            if long_text.windowed:
+                encodings = self._windows(ex, tokenizer, max_seq_length, long_text)
+            else:
+                enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_seq_length)
+                truncated += enc.num_truncated > 0
+                encodings = [(enc.input_ids, enc.token_type_ids)]
+            for ids, types in encodings:
+                feature = {"input_ids": np.asarray(ids, dtype=np.int32),
+                           "token_type_ids": np.asarray(types, dtype=np.int8),
+                           "attention_mask": np.ones(len(ids), dtype=np.int8)}
+                if labelled:
+                    feature["labels"] = self.target(ex)
+                features.append(feature)
+                meta.append(e)
         pad = {"input_ids": tokenizer.pad_token_id, "token_type_ids": 0, "attention_mask": 0}
-        return FeatureSet(features, list(range(len(examples))), pad,
-                          num_examples=len(examples), num_truncated=truncated)
+        return FeatureSet(features, meta, pad, num_examples=len(examples), num_truncated=truncated)
+
+    @property
+    def long_text(self) -> LongText:
+        """The long-text choice of the task options (default: truncate)."""
+        return LongText.from_options(self.options)
+
+    @staticmethod
+    def _windows(ex: TextExample, tokenizer, max_seq_length: int, long_text: LongText):
+        """``(input_ids, token_type_ids)`` of each window of ``ex`` (see the module docstring)."""
+        first = tokenizer.text_to_ids(ex.text_a)
+        second = tokenizer.text_to_ids(ex.text_b) if ex.text_b is not None else None
+        room = max_seq_length - (3 if second is not None else 2)
+        if second is not None and len(first) + len(second) > room:
+            second = second[: room // 2]
+        window = room - (len(second) if second is not None else 0)
+        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+        out = []
+        for start, length in long_text.spans(len(first), window):
+            ids = [cls, *first[start: start + length], sep]
+            types = [0] * len(ids)
+            if second is not None:
+                ids += [*second, sep]
+                types += [1] * (len(second) + 1)
+            out.append((ids, types))
+        return out
+
+    def example_logits(self, features: FeatureSet, outputs) -> np.ndarray:
+        """(examples, outputs) logits: each example's window rows pooled (one row: itself)."""
+        pooled = pool_rows(features.meta, outputs["logits"], features.num_examples,
+                           self.long_text.pool)
+        return np.stack(pooled)
 
     def target(self, ex: TextExample) -> np.ndarray:
         """The training target of an example: float32 score or int64 class index."""
@@ -81,18 +124,18 @@ class TextTask(Task):
         """Metrics of predicted vs gold class indices (or scores), main first (override)."""
         raise NotImplementedError
 
-    def _predicted(self, outputs) -> np.ndarray:
-        logits = np.stack(outputs["logits"])
+    def _predicted(self, features, outputs) -> np.ndarray:
+        logits = self.example_logits(features, outputs)
         return logits[:, 0] if self.regression else logits.argmax(axis=-1)
 
     def evaluate(self, examples, features, outputs) -> dict[str, float]:
         if any(ex.label is None for ex in examples):
             raise BertkitError(f"{self.name}: the evaluation data has no labels to score against")
         gold = np.array([self.target(ex) for ex in examples])
-        return self.score(self._predicted(outputs), gold)
+        return self.score(self._predicted(features, outputs), gold)
 
     def predict(self, examples, features, outputs) -> list[dict]:
-        logits = np.stack(outputs["logits"])
+        logits = self.example_logits(features, outputs)
         if self.regression:
             return [{"id": ex.guid, "score": float(row[0])} for ex, row in zip(examples, logits)]
         records = []

@@ -1,0 +1,27 @@
+"""The ``--long-text`` / ``--stride`` / ``--pool-windows`` flags shared by ``finetune``,
+``evaluate``, ``predict``, ``distill`` and ``embed`` (no command here; see :mod:`bertkit.windows`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_long_text_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the three flags (defaults ``None``: a fine-tuned model's saved choice, else truncate)."""
+    group = parser.add_argument_group("texts longer than the length limit")
+    group.add_argument("--long-text", choices=["truncate", "window"], default=None,
+                       help="truncate (default) or cut into overlapping windows of the length "
+                            "limit whose outputs are pooled (tags: from the window with the most "
+                            "context)")
+    group.add_argument("--stride", type=int, default=None, metavar="N",
+                       help="with --long-text window: windows start N tokens apart (default: half "
+                            "the window); must be smaller than the window")
+    group.add_argument("--pool-windows", choices=["mean", "max"], default=None,
+                       help="how window logits/vectors are pooled (default mean)")
+
+
+def long_text_options(args: argparse.Namespace) -> dict:
+    """The task options the flags set (only those given)."""
+    names = {"long_text": "long_text", "stride": "stride", "pool_windows": "pool_windows"}
+    return {option: getattr(args, dest) for dest, option in names.items()
+            if getattr(args, dest, None) is not None}

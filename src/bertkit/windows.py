@@ -1,0 +1,220 @@
+"""Sliding windows over token sequences longer than the model's limit: one home for the
+window arithmetic of SQuAD's document stride and of ``--long-text window``.
+
+Contract:
+
+* :func:`sliding_windows` cuts ``num_tokens`` tokens into ``(start, length)`` windows of at
+  most ``window`` tokens whose starts are ``stride`` tokens apart (BERT's ``doc_stride``
+  meaning: consecutive windows overlap by ``window - stride`` tokens); the last window ends
+  at the last token, so every token is in at least one window. ``stride`` must be at least 1
+  and smaller than ``window`` (:func:`check_stride`), else tokens could fall between windows
+  or no token would be seen twice;
+* :func:`max_context_window` is the window that gives a token the most context: the largest
+  ``min(tokens left of it, tokens right of it)`` inside the window, ties to the longer
+  window (BERT's ``_check_is_max_context``). A token's prediction is read from that window;
+* :func:`pool_rows` pools per-window rows (logits, vectors) into one per example, ``mean`` or
+  ``max``; an example with one window gets that window's row unchanged;
+* :class:`LongText` is the user's choice (``truncate`` or ``window``, ``stride``, ``pool``)
+  as carried by task options (``long_text``, ``stride``, ``pool_windows``) and by
+  ``bertkit embed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+
+__all__ = [
+    "LONG_TEXT_MODES",
+    "LONG_TEXT_OPTIONS",
+    "POOL_MODES",
+    "LongText",
+    "check_stride",
+    "max_context_flags",
+    "max_context_window",
+    "pool_rows",
+    "sliding_windows",
+]
+
+LONG_TEXT_MODES = ("truncate", "window")
+POOL_MODES = ("mean", "max")
+LONG_TEXT_OPTIONS = ("long_text", "stride", "pool_windows")  # task option names
+
+
+def check_stride(window: int, stride: int, option: str = "--stride") -> None:
+    """BertkitError naming ``option`` unless ``1 <= stride < window``."""
+    if window < 1:
+        raise BertkitError(f"{option}: the window holds no token (window of {window})")
+    if not 1 <= stride < window:
+        raise BertkitError(f"{option}={stride} must be at least 1 and smaller than the window of "
+                           f"{window} tokens (windows start {option} tokens apart; a stride not "
+                           "smaller than the window would leave no overlap or skip tokens)")
+
+
+def sliding_windows(num_tokens: int, window: int, stride: int) -> list[tuple[int, int]]:
+    """``(start, length)`` of the windows over ``num_tokens`` tokens (one window, possibly
+    empty, when they all fit). Callers check the stride with :func:`check_stride`."""
+    spans, start = [], 0
+    while True:
+        length = min(num_tokens - start, window)
+        spans.append((start, length))
+        if start + length >= num_tokens:
+            return spans
+        start += min(length, stride)
+
+
+def max_context_window(spans: Sequence[tuple[int, int]], token: int) -> int:
+    """Index of the window giving ``token`` the most context (ties: the longer, then the
+    earlier window); -1 when no window holds it."""
+    best, best_score = -1, None
+    for i, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if not start <= token <= end:
+            continue
+        score = min(token - start, end - token) + 0.01 * length
+        if best_score is None or score > best_score:
+            best, best_score = i, score
+    return best
+
+
+def max_context_flags(spans: Sequence[tuple[int, int]], w: int) -> list[bool]:
+    """For each token of window ``w``, whether ``w`` is its max-context window."""
+    start, length = spans[w]
+    return [max_context_window(spans, t) == w for t in range(start, start + length)]
+
+
+def pool_rows(owners: Sequence[int], rows: Sequence[np.ndarray], num_examples: int,
+              mode: str = "mean") -> list[np.ndarray]:
+    """One row per example from the rows of its windows (``owners[k]`` = example of row k).
+
+    ``mean`` averages, ``max`` takes the element-wise maximum; one window gives its row
+    exactly. An example without rows is a ValueError (every example has a window)."""
+    if mode not in POOL_MODES:
+        raise ValueError(f"pool must be one of {POOL_MODES}, got {mode!r}")
+    groups: list[list[np.ndarray]] = [[] for _ in range(num_examples)]
+    for owner, row in zip(owners, rows):
+        groups[owner].append(np.asarray(row))
+    pooled = []
+    for e, group in enumerate(groups):
+        if not group:
+            raise ValueError(f"example {e} has no window")
+        if len(group) == 1:
+            pooled.append(group[0])
+        elif mode == "mean":
+            pooled.append(np.mean(np.stack(group), axis=0).astype(group[0].dtype))
+        else:
+            pooled.append(np.max(np.stack(group), axis=0))
+    return pooled
+
+
+@dataclass(frozen=True)
+class LongText:
+    """What to do with an input longer than the window: ``truncate`` (keep its start) or
+    ``window`` (sliding windows ``stride`` tokens apart, default half the window; outputs
+    pooled with ``pool``, ``mean`` or ``max``)."""
+
+    mode: str = "truncate"
+    stride: int | None = None
+    pool: str = "mean"
+
+    def __post_init__(self) -> None:
+        if self.mode not in LONG_TEXT_MODES:
+            raise BertkitError(f"--long-text must be one of {', '.join(LONG_TEXT_MODES)}, "
+                               f"got {self.mode!r}")
+        if self.pool not in POOL_MODES:
+            raise BertkitError(f"--pool-windows must be one of {', '.join(POOL_MODES)}, "
+                               f"got {self.pool!r}")
+        if self.stride is not None and (not isinstance(self.stride, int) or self.stride < 1):
+            raise BertkitError(f"--stride must be a positive whole number, got {self.stride!r}")
+
+    @property
+    def windowed(self) -> bool:
+        return self.mode == "window"
+
+    @classmethod
+    def from_options(cls, options: Mapping) -> LongText:
+        """From task options ``long_text``, ``stride``, ``pool_windows`` (absent: truncate)."""
+        stride = options.get("stride")
+        if isinstance(stride, str) and stride.strip().isdigit():
+            stride = int(stride)
+        return cls(options.get("long_text") or "truncate", stride,
+                   options.get("pool_windows") or "mean")
+
+    def options(self) -> dict:
+        """The task options that rebuild this choice (empty for plain truncation)."""
+        if not self.windowed:
+            return {}
+        out: dict = {"long_text": "window", "pool_windows": self.pool}
+        if self.stride is not None:
+            out["stride"] = self.stride
+        return out
+
+    def spans(self, num_tokens: int, window: int) -> list[tuple[int, int]]:
+        """The windows of a ``num_tokens`` sequence (one truncated window when not windowed);
+        the stride is checked against ``window``."""
+        if not self.windowed:
+            return [(0, min(num_tokens, window))]
+        stride = self.stride if self.stride is not None else max(1, window // 2)
+        check_stride(window, stride)
+        return sliding_windows(num_tokens, window, stride)
+
+
+def embed_in_windows(bert, texts: Sequence[str], pairs: Sequence[str] | None, layers, pool: str,
+                     combine: str, batch_size: int, max_length: int, long_text: LongText,
+                     progress: bool = False):
+    """``(features, tokens)`` of ``texts`` embedded in windows of ``max_length`` tokens by a
+    :class:`bertkit.inference.BertInference` (its ``embed`` with ``long_text`` calls this).
+
+    Each text's WordPieces are cut by ``long_text.spans(n, max_length - 2)``; every window is
+    ``[CLS] piece... [SEP]``. ``pool="cls"``/``"mean"``: each window's vector (its ``[CLS]``,
+    or the mean over its positions) pooled over the windows with ``long_text.pool``;
+    ``pool="none"``: one row per token of ``[CLS] pieces [SEP]``, a piece's row taken from its
+    max-context window, the ``[CLS]``/``[SEP]`` rows pooled over the windows. A text that fits
+    in one window gets exactly the unwindowed result. Pairs are refused (window one text).
+    """
+    from types import SimpleNamespace
+
+    import torch
+
+    if pairs is not None:
+        raise BertkitError("--long-text window embeds single texts; pairs are not windowed "
+                           "(drop --pair-column or use --long-text truncate)")
+    tok = bert.tokenizer
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    windows, owners, layouts = [], [], []
+    for t, text in enumerate(texts):
+        pieces = tok.text_to_ids(text)
+        spans = long_text.spans(len(pieces), max_length - 2)
+        layouts.append((pieces, spans))
+        for start, length in spans:
+            ids = [cls, *pieces[start: start + length], sep]
+            windows.append(SimpleNamespace(input_ids=ids, token_type_ids=[0] * len(ids)))
+            owners.append(t)
+    rows: list = [None] * len(windows)
+    with torch.inference_mode():
+        for indices, ids, types, mask in bert._batches(windows, batch_size, progress, "embed"):
+            features = bert.features(ids, types, mask, layers, combine)
+            weights = mask.unsqueeze(-1).to(features.dtype)
+            means = (features * weights).sum(1) / weights.sum(1)  # as embed's pool="mean"
+            for row, k in enumerate(indices):
+                n = len(windows[k].input_ids)
+                rows[k] = (features[row, :n].cpu().numpy(), means[row].cpu().numpy())
+    tokens = [tok.convert_ids_to_tokens([cls, *pieces, sep]) for pieces, _ in layouts]
+    if pool in ("cls", "mean"):
+        vectors = [r[0][0] if pool == "cls" else r[1] for r in rows]
+        pooled = pool_rows(owners, vectors, len(texts), long_text.pool)
+        width = rows[0][1].shape[-1] if rows else 0
+        return (np.stack(pooled) if pooled else np.zeros((0, width), np.float32)), tokens
+    out, k = [], 0
+    for pieces, spans in layouts:
+        mine = [r[0] for r in rows[k: k + len(spans)]]
+        k += len(spans)
+        edges = pool_rows([0] * len(mine), [r[[0, -1]] for r in mine], 1, long_text.pool)[0]
+        middle = [mine[max_context_window(spans, p)][p - spans[max_context_window(spans, p)][0] + 1]
+                  for p in range(len(pieces))]
+        out.append(np.stack([edges[0], *middle, edges[1]]))
+    return out, tokens
