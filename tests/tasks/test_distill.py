@@ -1,0 +1,173 @@
+"""``bertkit distill``: students, the loss hook, the teacher run once, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertkit.checkpoint import load_pretrained
+from bertkit.cli.main import main
+from bertkit.errors import BertkitError, CheckpointError
+from bertkit.tasks import get_task
+from bertkit.tasks.distill import (
+    DistillConfig,
+    DistillTask,
+    distill,
+    layer_slice,
+    make_student,
+    soft_loss,
+)
+from bertkit.tasks.finetune import FinetuneConfig, finetune, run_model
+from bertkit.tokenizer import BertTokenizer
+
+from .finetune_helpers import FAST, VOCAB, make_model, one_thread, write_sst2  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def toy_dir(tmp_path_factory):
+    return write_sst2(tmp_path_factory.mktemp("sst2"))
+
+
+@pytest.fixture(scope="module")
+def teacher(model_dir, toy_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("teacher")
+    finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**FAST))
+    return out
+
+
+def test_layer_slice_is_evenly_spaced_from_the_first():
+    assert layer_slice(12, 6) == [0, 2, 4, 6, 8, 10]
+    assert layer_slice(12, 3) == [0, 4, 8]
+    assert layer_slice(2, 1) == [0]
+    assert layer_slice(4, 4) == [0, 1, 2, 3]
+    with pytest.raises(BertkitError, match="--student-layers"):
+        layer_slice(2, 3)
+
+
+def test_soft_loss_is_scaled_kl_and_zero_for_equal_logits():
+    s, t = torch.randn(5, 3), torch.randn(5, 3)
+    expected = F.kl_div(F.log_softmax(s / 2, -1), F.softmax(t / 2, -1), reduction="batchmean") * 4
+    assert torch.allclose(soft_loss(s, t, 2.0), expected, atol=1e-6)
+    assert soft_loss(t, t, 3.0).abs() < 1e-6
+    mask = torch.tensor([True, False, True, False, False])
+    assert torch.allclose(soft_loss(s, t, 1.0, mask), soft_loss(s[mask], t[mask], 1.0))
+
+
+def test_a_full_slice_is_the_teacher(teacher, tmp_path):
+    task = get_task("sst2")
+    model = task.build_model(teacher)
+    tok = BertTokenizer.from_pretrained(teacher)
+    student = load_pretrained(make_student(DistillConfig(str(teacher), student_layers=2), task,
+                                           model, tok, tmp_path / "s"))
+    one = load_pretrained(make_student(DistillConfig(str(teacher), student_layers=1), task,
+                                       model, tok, tmp_path / "s1"))
+    ids = torch.tensor([[2, 5, 6, 15, 3]])
+    with torch.no_grad():
+        assert torch.equal(student(ids).logits, model(ids).logits)
+        assert one.config.num_hidden_layers == 1
+        assert torch.equal(one.bert.encoder.layer[0].output.dense.weight,
+                           model.bert.encoder.layer[0].output.dense.weight)
+
+
+@pytest.mark.parametrize("name, labels", [("sst2", None), ("stsb", None), ("ner", None)])
+def test_teacher_equal_to_student_gives_zero_soft_loss(model_dir, name, labels):
+    task = get_task(name)
+    model = task.build_model(model_dir)  # eval mode: no dropout
+    tok = BertTokenizer.from_pretrained(model_dir)
+    if name == "ner":
+        from bertkit.tasks.formats.conll import TaggedSentence
+
+        examples = [TaggedSentence(["the", "man", "went"], ["O", "B-PER", "O"], 1),
+                    TaggedSentence(["he", "is", "good", "day"], ["B-PER", "O", "O", "O"], 2)]
+    else:
+        from bertkit.tasks.formats.base import TextExample
+
+        label = "1" if name == "sst2" else "3.5"
+        examples = [TextExample(str(i), s, "the day" if name == "stsb" else None, label, i)
+                    for i, s in enumerate(["the man went", "he is good", "a quick night ."])]
+    wrapped = DistillTask(task, model, DistillConfig("t", student="x", alpha=1.0), "cpu")
+    feats = wrapped.featurize(examples, tok, 16, train=True)
+    batch = feats.collate(list(range(len(feats))))
+    out = wrapped.compute(model, batch)
+    assert out.loss.abs() < 1e-6
+    plain = task.compute(model, {k: v for k, v in batch.items() if k != "feature_index"})
+    mixed = DistillTask(task, model, DistillConfig("t", student="x", alpha=0.0), "cpu")
+    mixed.teacher_logits = wrapped.teacher_logits
+    assert torch.allclose(mixed.compute(model, batch).loss, plain.loss)
+
+
+def test_distill_runs_the_teacher_once_and_saves_a_task_model(teacher, toy_dir, tmp_path):
+    task = get_task("sst2")
+    calls = []
+    original = task.build_model
+
+    def counting_build(model_dir, config_overrides=None):
+        model = original(model_dir, config_overrides)
+        if str(model_dir) == str(teacher):
+            model.register_forward_hook(lambda *a: calls.append(1))
+        return model
+
+    task.build_model = counting_build
+    cfg = FinetuneConfig(**{**FAST, "epochs": 2, "grid": {"seed": [1, 2]}})
+    runs, best = distill(task, toy_dir, tmp_path / "d", DistillConfig(str(teacher), student_layers=1), cfg)
+    train_batches = -(-128 // FAST["eval_batch"])
+    assert len(calls) == train_batches  # one pass over the training features, for 2 runs x 2 epochs
+    assert len(runs) == 2 and best.metrics["accuracy"] >= 0.9
+    config = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert config["num_hidden_layers"] == 1
+    assert config["bertkit_distill"]["student_layer_indices"] == [0]
+    assert config["bertkit_finetune"]["task"] == "sst2"
+    log = [json.loads(line) for line in (tmp_path / "d" / "log.jsonl").read_text().splitlines()]
+    assert any(r["event"] == "train" for r in log) and any(r["event"] == "best" for r in log)
+    # the distilled directory is an ordinary sst2 model
+    model = get_task("sst2").build_model(tmp_path / "d")
+    feats = get_task("sst2").featurize(get_task("sst2").read(toy_dir, "dev"),
+                                       BertTokenizer.from_pretrained(tmp_path / "d"), 32)
+    out = run_model(get_task("sst2"), model, feats, 16)
+    assert np.isfinite(np.stack(out["logits"])).all()
+
+
+def test_distill_cli_with_a_preset_student(teacher, toy_dir, tmp_path, capsys):
+    code = main(["distill", "sst2", "--teacher", str(teacher), "--student", "tiny", "--data",
+                 str(toy_dir), "--out", str(tmp_path / "p"), "--epochs", "1", "--lr", "1e-3",
+                 "--max-seq-length", "32", "--no-progress", "--temperature", "3", "--alpha", "0.7"])
+    assert code == 0
+    config = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert config["hidden_size"] == 128 and config["vocab_size"] == len(VOCAB)
+    assert config["bertkit_distill"]["temperature"] == 3.0
+    assert "best: accuracy=" in capsys.readouterr().out
+    assert not list(tmp_path.glob(".student-*"))  # the scratch student is removed
+
+
+def test_a_teacher_without_a_task_head_is_refused(model_dir, toy_dir, tmp_path, capsys):
+    code = main(["distill", "sst2", "--teacher", str(model_dir), "--student-layers", "1",
+                 "--data", str(toy_dir), "--out", str(tmp_path / "x"), "--no-progress"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "--teacher" in err and "no trained sst2 head" in err
+
+
+def test_a_student_with_another_vocabulary_is_refused(teacher, toy_dir, tmp_path):
+    other = make_model(tmp_path / "other")
+    (other / "vocab.txt").write_text("\n".join(VOCAB[:-1] + ["zebra"]) + "\n", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="--student .* --teacher .* different vocabularies"):
+        distill(get_task("sst2"), toy_dir, tmp_path / "x", DistillConfig(str(teacher), student=str(other)),
+                FinetuneConfig(**FAST))
+
+
+@pytest.mark.parametrize("kwargs, match", [({"student": "tiny", "student_layers": 1}, "exactly one"),
+                                           ({}, "exactly one"),
+                                           ({"student": "tiny", "alpha": 1.5}, "--alpha"),
+                                           ({"student": "tiny", "temperature": 0}, "--temperature")])
+def test_bad_settings(kwargs, match):
+    with pytest.raises(BertkitError, match=match):
+        DistillConfig("t", **kwargs).check()
