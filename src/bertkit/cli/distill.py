@@ -44,6 +44,7 @@ def register(subparsers) -> None:
                    help="weight of the teacher (soft) loss; 1 - alpha goes to the gold labels (0.5)")
     p.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
                    help="grid search as in finetune (bare --grid: the paper's grid)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="no progress bars")
     p.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
@@ -76,6 +77,10 @@ def run_distill(args: argparse.Namespace) -> int:
     ft = FinetuneConfig(**{f.name: getattr(args, f.name) for f in _finetune_fields()},
                         grid=parse_grid(args.grid) if args.grid is not None else None,
                         progress=args.progress)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     with _plain_warnings():
         task = get_task(canonical_name(args.task), **options)
         runs, best = distill(task, args.data, args.out, cfg, ft)

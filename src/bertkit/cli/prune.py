@@ -29,10 +29,13 @@ def register(subparsers) -> None:
     p.add_argument("--finetune-epochs", type=int, default=0, metavar="N",
                    help="fine-tune the pruned model for N epochs afterwards (default 0: no)")
     p.add_argument("--lr", type=float, default=2e-5, help="learning rate of that fine-tune (2e-5)")
+    p.add_argument("--max-train-examples", type=int, default=None, metavar="N",
+                   help="fine-tune on a fixed random sample of N examples (default: all)")
     p.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
     p.add_argument("--max-seq-length", type=int, default=None, metavar="N",
                    help="tokens per input (default: the fine-tuned model's, else 128)")
     p.add_argument("--seed", type=int, default=42, help="seed of the example sample (42)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="no progress bars")
@@ -50,6 +53,10 @@ def run_prune(args: argparse.Namespace) -> int:
         curve = [float(x) for x in args.curve.split(",") if x.strip()]
     except ValueError:
         raise BertkitError(f"--curve must be comma-separated fractions, got {args.curve!r}") from None
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     with _plain_warnings():
         name = canonical_name(args.task)
         entry = read_model_config(args.model).get(FINETUNE_KEY) or {}
@@ -58,6 +65,7 @@ def run_prune(args: argparse.Namespace) -> int:
         cfg = PruneConfig(heads=args.heads, importance_examples=args.importance_examples, curve=curve,
                           max_seq_length=args.max_seq_length or int(entry.get("max_seq_length") or 128),
                           batch=args.batch_size, finetune_epochs=args.finetune_epochs, lr=args.lr,
+                          max_train_examples=args.max_train_examples,
                           seed=args.seed, device=args.device, progress=args.progress)
         record = prune(task, args.model, args.data, args.out, cfg,
                        tokenizer=load_tokenizer(args.model))

@@ -53,6 +53,7 @@ class PruneConfig:
     eval_batch: int = 64
     finetune_epochs: int = 0
     lr: float = 2e-5
+    max_train_examples: int | None = None
     seed: int = 42
     device: str = "auto"
     progress: bool | None = None
@@ -139,7 +140,8 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
             save_pretrained(model.cpu(), Path(tmp) / "pruned", tokenizer=tokenizer, extra_config=extra)
             ft = FinetuneConfig(lr=cfg.lr, batch=cfg.batch, epochs=cfg.finetune_epochs, seed=cfg.seed,
                                 max_seq_length=cfg.max_seq_length, eval_batch=cfg.eval_batch,
-                                device=cfg.device, progress=cfg.progress)
+                                device=cfg.device, progress=cfg.progress,
+                                max_train_examples=cfg.max_train_examples)
             _, best = finetune(task, Path(tmp) / "pruned", data_dir, out_dir, ft, tokenizer=tokenizer)
             shutil.rmtree(Path(tmp) / "pruned", ignore_errors=True)
         record["metrics_after_finetune"] = best.metrics
