@@ -221,3 +221,29 @@ def test_windowed_embeddings_of_a_long_text(model_dir):
     assert np.allclose(rows[0][1 + 20], alone[1 + 20 - start].numpy(), atol=1e-6)
     with pytest.raises(BertkitError, match="pairs"):
         bert.embed([text], ["x"], long_text=LongText("window", 7))
+
+
+def test_cli_flags_become_saved_task_options(model_dir, tmp_path):
+    from bertkit.cli.finetune import task_options
+    from bertkit.cli.main import build_parser
+
+    args = build_parser().parse_args(["evaluate", "sst2", "--model", "m", "--data", "d",
+                                      "--long-text", "window", "--stride", "12",
+                                      "--pool-windows", "max"])
+    assert task_options(args, {"long_text": "truncate"}) == {
+        "long_text": "window", "stride": 12, "pool_windows": "max"}
+    task = get_task("sst2", **task_options(args))
+    assert task.long_text == LongText("window", 12, "max")
+    assert task.config_entries()["bertkit_finetune"]["options"]["stride"] == 12
+
+
+def test_embed_cli_windows_a_long_input(model_dir, tmp_path):
+    from bertkit.cli.main import main
+
+    (tmp_path / "in.txt").write_text(" ".join(NOISE * 4) + "\nhello world\n", encoding="utf-8")
+    out = tmp_path / "out.npy"
+    assert main(["embed", str(model_dir), "--input", str(tmp_path / "in.txt"), "--output", str(out),
+                 "--max-length", "16", "--long-text", "window", "--stride", "5"]) == 0
+    assert np.load(out).shape == (2, 32)
+    assert main(["embed", str(model_dir), "--input", str(tmp_path / "in.txt"), "--output", str(out),
+                 "--max-length", "16", "--long-text", "window", "--stride", "14"]) == 1
