@@ -95,6 +95,8 @@ class DistillTask:
         self.teacher_logits: list[torch.Tensor] = []
 
     def __getattr__(self, name: str):
+        if name == "task":  # not set yet (e.g. while copying): no recursion
+            raise AttributeError(name)
         return getattr(self.task, name)
 
     def featurize(self, examples: Sequence, tokenizer, max_seq_length: int,
