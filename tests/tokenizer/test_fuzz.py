@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertkit.tokenizer import BertTokenizer, Vocab
+from bertkit.tokenizer import BertTokenizer
 from tests.conftest import SHARED_DATA, TINY_VOCAB
 from tests.tokenizer.google_reference import GoogleFullTokenizer, load_vocab
 

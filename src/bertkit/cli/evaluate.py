@@ -55,37 +55,60 @@ def _mapping(path, value, what: str) -> dict:
 def run_squad_eval(args: argparse.Namespace) -> int:
     """Handler of ``squad-eval``: official JSON to stdout (indent 2) or to ``--out-file``."""
     from bertkit.fileio import atomic_write
-    from bertkit.metrics.squad import missing_predictions, squad_evaluate, squad_rules
+    from bertkit.metrics.squad import (
+        check_dataset,
+        missing_predictions,
+        squad_evaluate,
+        squad_rules,
+    )
     from bertkit.tasks.formats.base import read_json
 
     dataset = _mapping(args.data_file, read_json(args.data_file), "a SQuAD dataset")
+    try:
+        check_dataset(dataset)
+        rules = squad_rules(dataset, args.squad_version)
+    except ValueError as e:
+        hint = "" if "version" not in str(e) else " (--squad-version 1.1 or 2.0)"
+        raise DataFormatError(args.data_file, f"{e}{hint}") from None
     predictions = _mapping(args.pred_file, read_json(args.pred_file), "predictions")
     bad = next((qid for qid, text in predictions.items() if not isinstance(text, str)), None)
     if bad is not None:
         raise DataFormatError(args.pred_file, f"the prediction for {bad} is not a string")
     na_probs = None
     if args.na_prob_file:
-        na_probs = _mapping(args.na_prob_file, read_json(args.na_prob_file), "no-answer probabilities")
-    try:
-        rules = squad_rules(dataset, args.squad_version)
-    except ValueError as e:
-        raise DataFormatError(args.data_file, f"{e} (--squad-version 1.1 or 2.0)") from None
+        na_probs = _na_probs(args.na_prob_file, dataset, predictions)
     if rules == "v1.1" and (na_probs is not None or args.na_prob_thresh != 1.0):
         raise DataFormatError(args.data_file, "--na-prob and --na-prob-thresh need the v2.0 "
                                               "rules; this dataset is scored by the v1.1 rules")
+    missing = missing_predictions(dataset, predictions)
     try:
-        _report_missing(rules, missing_predictions(dataset, predictions))
         result = squad_evaluate(dataset, predictions, na_probs, args.na_prob_thresh, rules)
-    except (KeyError, TypeError) as e:
-        raise DataFormatError(args.data_file, f"not a SQuAD dataset (bad or missing field {e})") from None
     except ValueError as e:
         raise DataFormatError(args.pred_file, str(e)) from None
+    _report_missing(rules, missing)
     if args.out_file:
         with atomic_write(args.out_file) as f:
             json.dump(result, f)
     else:
         print(json.dumps(result, indent=2))
     return 0
+
+
+def _na_probs(path, dataset, predictions) -> dict:
+    """The ``--na-prob`` file checked: a number for every question with a prediction."""
+    from bertkit.metrics.squad import missing_predictions
+    from bertkit.tasks.formats.base import read_json
+
+    na_probs = _mapping(path, read_json(path), "no-answer probabilities")
+    bad = next((k for k, v in na_probs.items()
+                if not isinstance(v, int | float) or isinstance(v, bool)), None)
+    if bad is not None:
+        raise DataFormatError(path, f"the no-answer probability for {bad} is not a number")
+    lacking = [q for q in missing_predictions(dataset, na_probs) if q in predictions]
+    if lacking:
+        raise DataFormatError(path, f"{len(lacking)} questions with a prediction lack a "
+                                    f"no-answer probability, e.g. {lacking[0]}")
+    return na_probs
 
 
 def _report_missing(rules: str, missing: list[str], shown: int = 20) -> None:

@@ -22,6 +22,7 @@ from bertkit.metrics.classification import (
 from bertkit.metrics.ner import entity_scores, get_entities, split_tag
 from bertkit.metrics.squad import (
     SQUAD_RULES,
+    check_dataset,
     compute_exact,
     compute_f1,
     compute_f1_v1,
@@ -37,6 +38,7 @@ __all__ = [
     "GLUE_METRICS",
     "SQUAD_RULES",
     "accuracy",
+    "check_dataset",
     "compute_exact",
     "compute_f1",
     "compute_f1_v1",

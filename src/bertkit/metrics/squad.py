@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 
 __all__ = [
     "SQUAD_RULES",
+    "check_dataset",
     "compute_exact",
     "compute_f1",
     "compute_f1_v1",
@@ -126,6 +127,33 @@ def squad_evaluate_v1(dataset_json, predictions: Mapping[str, str]) -> dict:
     if not total:
         raise ValueError("the dataset has no question")
     return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
+
+
+def check_dataset(dataset_json) -> None:
+    """Raise ``ValueError`` naming the place unless the scorer can read ``dataset_json``.
+
+    What the scripts read must be there: ``data`` a list of articles, each with a list of
+    ``paragraphs``, each with a list of ``qas``, each with a string ``id`` and a list of
+    ``answers`` whose ``text`` is a string (contexts and questions are not needed).
+    """
+    def need(obj, key, kind, where):
+        if not isinstance(obj, dict) or key not in obj:
+            raise ValueError(f"{where}: missing field {key!r}")
+        if not isinstance(obj[key], kind):
+            raise ValueError(f"{where}: field {key!r} should be a {kind.__name__}")
+        return obj[key]
+
+    articles = need(dataset_json, "data", list, "top level") \
+        if isinstance(dataset_json, Mapping) else dataset_json
+    if not isinstance(articles, list):
+        raise ValueError("top level: expected a list of articles")
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(need(article, "paragraphs", list, f"article {a}")):
+            for q, qa in enumerate(need(paragraph, "qas", list, f"article {a} paragraph {p}")):
+                where = f"article {a} paragraph {p} question {q}"
+                where = f"question {need(qa, 'id', str, where)}"
+                for answer in need(qa, "answers", list, where):
+                    need(answer, "text", str, f"{where}, an answer")
 
 
 def _questions(dataset_json) -> Iterator[dict]:
