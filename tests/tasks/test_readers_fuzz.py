@@ -4,7 +4,7 @@ A reader either returns or raises a :class:`bertkit.errors.BertkitError` naming 
 (and, when it gives a line, a line of the file); never any other exception. The files
 mutated are tiny well-formed ones made here (always) and slices of the real data in
 ../shared/data (when present). Examples per test: the ``ci`` profile of tests/conftest.py
-(60, derandomized) unless ``HYPOTHESIS_PROFILE=long`` (3000, random).
+(60, derandomized) unless ``HYPOTHESIS_PROFILE=long`` (1000, random).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Property-based tests of the tokenizer on arbitrary Unicode (hypothesis).
 
 Examples per test: the ``ci`` profile of tests/conftest.py (60, derandomized) unless
-``HYPOTHESIS_PROFILE=long`` (3000, random). Each runs on a tiny vocabulary (always) and
+``HYPOTHESIS_PROFILE=long`` (1000, random). Each runs on a tiny vocabulary (always) and
 on the real BERT-Base vocabulary when ../shared/data is present.
 """
 
@@ -71,19 +71,25 @@ def test_never_raises_and_offsets_slice_the_text(setup, text, pair, max_length):
             token = tok.convert_ids_to_tokens(token_id)
             if token_id == tok.unk_token_id or token in ("[MASK]", "[SEP]", "[CLS]", "[PAD]"):
                 continue
-            # The span holds the token's characters once normalised.
-            normalised = tok.basic.words(source[a:b])
-            assert token.removeprefix("##") in "".join(normalised)
+            # The span holds the token's characters once normalised (in Google mode a
+            # sigma's final form depends on the text around the span).
+            normalised = "".join(tok.basic.words(source[a:b]))
+            chars = token.removeprefix("##")
+            if tok.google_compat:
+                chars, normalised = chars.replace("ς", "σ"), normalised.replace("ς", "σ")
+            assert chars in normalised
 
 
 def _assigned(text: str) -> str:
-    """``text`` without code points unassigned in Python's Unicode database.
+    """``text`` without code points unassigned in Python's Unicode database, and without
+    lone surrogates.
 
     Python 3.11 has Unicode 14.0; ``tokenizers`` (Rust) a newer one. A code point added
     since (e.g. U+12544) is "other, not assigned" here, so dropped like a control
-    character, but a letter there: such text is outside what the two can agree on.
+    character, but a letter there: such text is outside what the two can agree on. A lone
+    surrogate (a Python string can hold one) is not text to ``tokenizers`` at all.
     """
-    return "".join(c for c in text if unicodedata.category(c) != "Cn")
+    return "".join(c for c in text if unicodedata.category(c) not in ("Cn", "Cs"))
 
 
 @given(text=texts.map(_assigned), pair=st.one_of(st.none(), texts.map(_assigned)))
