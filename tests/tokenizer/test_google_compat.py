@@ -6,6 +6,8 @@ Greek, long words, mixed scripts and real text; the default stays Hugging Face's
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bertkit.tokenizer import BertTokenizer, Vocab
@@ -119,3 +121,25 @@ def test_real_corpora_identical_ids(real, name):
     assert len(lines) > 1000
     bad = [t for t in lines if google.text_to_ids(t) != ref.ids(t)]
     assert not bad, f"{len(bad)} of {len(lines)} lines differ, e.g. {bad[:2]!r}"
+
+
+def test_pretrain_data_google_tokenizer_flag(tmp_path, capsys):
+    from bertkit.cli.main import main
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(GREEK_VOCAB) + "\n", encoding="utf-8")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(("ΟΔΟΣ " + "a" * 150 + "\nb a.\n\nx a b\na.\n\n") * 3, encoding="utf-8")
+    summaries = {}
+    for flag in ([], ["--google-tokenizer"]):
+        out = tmp_path / f"data{len(flag)}"
+        assert main(["pretrain-data", "--input", str(corpus), "--vocab", str(vocab), "--output",
+                     str(out), "--dupe-factor", "1", "--max-seq-length", "256", "--quiet",
+                     *flag]) == 0
+        meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+        assert meta["settings"]["google_tokenizer"] == bool(flag)
+        summaries[bool(flag)] = meta["summary"]
+    capsys.readouterr()
+    # The 150-character word is 150 pieces in Google mode, one [UNK] by default: every
+    # instance holding one of its 3 copies is far longer.
+    assert summaries[True]["tokens"] > summaries[False]["tokens"] + 3 * 100
