@@ -8,6 +8,7 @@ on the real BERT-Base vocabulary when ../shared/data is present.
 from __future__ import annotations
 
 import unicodedata
+import weakref
 
 import pytest
 from hypothesis import given
@@ -108,12 +109,16 @@ def test_google_mode_identical_to_google(setup, text):
     assert google.text_to_ids(text) == google_ref.ids(text)
 
 
+_WORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> its words
+
+
 @st.composite
 def vocab_words(draw, tok):
     """Words of the vocabulary that are one word and one piece, in random case."""
-    table = [t for t in tok.vocab.tokens if not t.startswith("##") and t not in
-             ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
-    words = draw(st.lists(st.sampled_from(table), max_size=25))
+    if tok not in _WORDS:
+        _WORDS[tok] = [t for t in tok.vocab.tokens if not t.startswith("##") and t not in
+                       ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    words = draw(st.lists(st.sampled_from(_WORDS[tok]), max_size=25))
     words = [w for w in words if tok.basic.words(w) == [w] and tok.text_to_ids(w) != [tok.unk_token_id]]
     cased = [w.upper() if draw(st.booleans()) and tok.lowercase else w for w in words]
     return words, cased
