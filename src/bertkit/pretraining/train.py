@@ -19,6 +19,7 @@ called after every optimizer step (and its checkpoint), e.g. for tests or monito
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from tqdm.auto import tqdm
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
 from bertkit.pretraining import objectives
+from bertkit.pretraining.budget import budget_over, start_budget
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
 from bertkit.runlog import RunLogger, read_log
@@ -93,15 +95,19 @@ class _Run:
         self.model = build_model(config, len(self.tokenizer), self.train_data.max_seq_length)
         self.model.to(ctx.device).train()
         torch.manual_seed(config.seed + ctx.rank)  # dropout differs between ranks
+        self.precision = resolve_precision(config.precision, ctx.device)
+        self.batches = EpochBatches(len(self.train_data), config.batch_size, config.grad_accum,
+                                    ctx.world_size, ctx.rank, seed=config.seed)
+        # --budget (pretraining/budget.py): measure the step time, fix the steps to fit
+        self.budget = start_budget(self)
+        if self.budget is not None:
+            config = self.config = dataclasses.replace(config, steps=self.budget.steps)
         warmup = config.warmup_steps
         if warmup is None:
             warmup = default_warmup(config.steps, config.warmup_fraction)
         self.optimizer = build_optimizer(self.model, config.lr, config.weight_decay,
                                          eps=config.adam_eps, implementation=config.optimizer)
         self.scheduler = linear_warmup_decay(self.optimizer, warmup, config.steps)
-        self.precision = resolve_precision(config.precision, ctx.device)
-        self.batches = EpochBatches(len(self.train_data), config.batch_size, config.grad_accum,
-                                    ctx.world_size, ctx.rank, seed=config.seed)
         self.sums = MetricSums(ctx.device)
         self.step, self.position = 0, {"epoch": 0, "batch": 0}
         self.logger = RunLogger(self.out / "log.jsonl" if ctx.is_main else None, echo=ctx.is_main)
@@ -176,7 +182,8 @@ class _Run:
             config=self.config.to_dict(), rng=rng,
             extra={"metric_sums": sums, "skipped_steps": int(trainer.skipped_steps),
                    "global_batch": self.batches.global_batch_size,
-                   "world_size": self.ctx.world_size, "model_config": self.model.config.to_dict()},
+                   "world_size": self.ctx.world_size, "model_config": self.model.config.to_dict(),
+                   **({"budget": self.budget.state()} if self.budget else {})},
         )
         self.checkpoints.save(state, self.step)
 
@@ -193,7 +200,8 @@ class _Run:
                       skipped_steps=int(trainer.skipped_steps))
         if self.ctx.is_main:
             self.logger.log(**record)
-            bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}")
+            bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}",
+                            **(self.budget.postfix() if self.budget else {}))
             self._tensorboard(record)
 
     def _tensorboard(self, record: dict) -> None:
@@ -255,6 +263,8 @@ class _Run:
         self._resume_or_start(trainer)
         if ctx.is_main:
             self._write_settings()
+            if self.budget is not None:
+                self.logger.log(step=self.step, event="budget", **self.budget.describe())
         trainer.model = self._train_model()
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
@@ -287,6 +297,10 @@ class _Run:
                 if (self.step % stop_every == 0 and self.step < cfg.steps
                         and dist.any_rank(stop.requested, ctx.device)):
                     stopped_by = stop.signal_name or "signal"
+                    break
+                if self.step < cfg.steps and budget_over(self.budget, ctx.device):
+                    if ctx.is_main:  # slower than measured: finish (save, export) on time
+                        self.logger.log(step=self.step, event="budget_stop", **self.budget.describe())
                     break
         data.close()  # stops the prefetch thread
         if saved_at != self.step:
