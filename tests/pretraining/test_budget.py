@@ -223,3 +223,20 @@ def test_budget_flag_reaches_the_config(files, tmp_path):
     config = config_from_args(args)
     assert config.budget == "90m" and config.mask_rate == 0.3
     assert json.dumps(config.to_dict())  # plain values, stored in checkpoints
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_precision_auto_is_resolved_logged_and_saved(files, tmp_path, monkeypatch, native, expected):
+    import yaml
+
+    from bertkit.training import precision as precision_mod
+    from bertkit.training.precision import CpuBf16
+
+    monkeypatch.setattr(precision_mod, "cpu_bf16_support", lambda: CpuBf16(native, "test flags"))
+    out = tmp_path / expected
+    pretrain(settings(files, out, steps=2, precision="auto"))
+    note = [r for r in read_log(out / "log.jsonl") if r.get("event") == "precision"]
+    assert note[0]["precision"] == expected and note[0]["requested"] == "auto"
+    assert "test flags" in note[0]["reason"]
+    assert yaml.safe_load((out / "config.yaml").read_text())["precision"] == expected
+    assert CheckpointManager(out / "checkpoints").load()["config"]["precision"] == expected

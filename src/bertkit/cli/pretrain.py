@@ -34,7 +34,9 @@ HELP = {
     "adam_eps": "AdamW epsilon (BERT: 1e-6)",
     "max_grad_norm": "gradient clipping norm",
     "optimizer": "AdamW kernel: auto (fused when possible), fused, foreach, plain",
-    "precision": "auto (bf16 or fp16 on GPU, fp32 on CPU), fp32, bf16, fp16",
+    "precision": "auto (CPU: bf16 where the CPU has native bf16 - avx512_bf16/AMX/Arm bf16 - "
+                 "else fp32; GPU: bf16 or fp16; the resolved choice is logged and saved), "
+                 "fp32, bf16, fp16",
     "compile": "torch.compile the model",
     "device": "auto, cpu, cuda",
     "dynamic_masking": "draw masks per epoch at load time (default: as the data was made)",

@@ -47,11 +47,11 @@ from bertkit.training import (
     capture_training_state,
     default_warmup,
     linear_warmup_decay,
-    resolve_precision,
     restore_training_state,
 )
 from bertkit.training import distributed as dist
 from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
+from bertkit.training.precision import resolve_pretrain_precision
 from bertkit.training.prefetch import prefetch
 
 
@@ -95,7 +95,12 @@ class _Run:
         self.model = build_model(config, len(self.tokenizer), self.train_data.max_seq_length)
         self.model.to(ctx.device).train()
         torch.manual_seed(config.seed + ctx.rank)  # dropout differs between ranks
-        self.precision = resolve_precision(config.precision, ctx.device)
+        # --precision auto: bf16 on CPUs with native bf16 (training/precision.py); the
+        # resolved choice is what config.yaml and the checkpoints keep
+        requested = config.precision
+        self.precision, why = resolve_pretrain_precision(requested, ctx.device)
+        self.precision_note = {"precision": self.precision, "requested": requested, "reason": why}
+        config = self.config = dataclasses.replace(config, precision=self.precision)
         self.batches = EpochBatches(len(self.train_data), config.batch_size, config.grad_accum,
                                     ctx.world_size, ctx.rank, seed=config.seed)
         # --budget (pretraining/budget.py): measure the step time, fix the steps to fit
@@ -263,6 +268,7 @@ class _Run:
         self._resume_or_start(trainer)
         if ctx.is_main:
             self._write_settings()
+            self.logger.log(step=self.step, event="precision", **self.precision_note)
             if self.budget is not None:
                 self.logger.log(step=self.step, event="budget", **self.budget.describe())
         trainer.model = self._train_model()
