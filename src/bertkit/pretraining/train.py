@@ -13,7 +13,10 @@ directory ``config.out``::
 
 ``resume=True`` continues from the newest checkpoint exactly (model, optimizer, scheduler,
 RNG states, data position, pending metric sums); log records after that step are dropped.
-SIGINT/SIGTERM write a checkpoint and return with ``stopped_by`` set. ``on_step(step)`` is
+SIGINT/SIGTERM write a checkpoint and return with ``stopped_by`` set. ``config.budget``
+plans ``steps`` from a measured step time and stops at the deadline
+(:mod:`bertkit.pretraining.budget`); ``precision="auto"`` is resolved by
+:func:`bertkit.training.precision.resolve_pretrain_precision` and saved resolved. ``on_step(step)`` is
 called after every optimizer step (and its checkpoint), e.g. for tests or monitoring.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,12 +279,12 @@ class _Run:
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
                    disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
-        data = prefetch(self._cpu_batches(), depth=2)
         last_log = time.perf_counter()
         # ranks agree on stopping through a collective: every step on the CPU, every log
         # interval on GPUs (reading its result waits for the device)
         stop_every = cfg.log_every if ctx.distributed and ctx.device.type == "cuda" else 1
-        with GracefulStop() as stop, bar:
+        # closing() joins the prefetch thread on every way out of the loop
+        with closing(prefetch(self._cpu_batches(), depth=2)) as data, GracefulStop() as stop, bar:
             while self.step < cfg.steps:
                 position, cpu_batches = next(data)
                 batches = [objectives.to_device(b, ctx.device) for b in cpu_batches]
@@ -308,7 +312,6 @@ class _Run:
                     if ctx.is_main:  # slower than measured: finish (save, export) on time
                         self.logger.log(step=self.step, event="budget_stop", **self.budget.describe())
                     break
-        data.close()  # stops the prefetch thread
         if saved_at != self.step:
             self._save(trainer)
         if stopped_by:
