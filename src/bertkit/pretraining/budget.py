@@ -81,7 +81,7 @@ def plan_steps(budget_s: float, spent_s: float, step_s: float,
     steps = math.floor(usable / step_s) if usable > 0 else 0
     if steps < 1:
         raise BertkitError(
-            f"--budget {format_seconds(budget_s)} is shorter than one training step: a step takes "
+            f"--budget {budget_s:g} s is shorter than one training step: a step takes "
             f"{step_s:.2f} s here ({spent_s:.1f} s already spent measuring it, "
             f"{reserve_fraction:.0%} kept for checkpoint and export); give a longer budget"
         )

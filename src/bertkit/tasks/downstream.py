@@ -98,13 +98,15 @@ def check_tasks(names, data: str | Path) -> list[str]:
     from bertkit.tasks.formats import find_glue_file, get_glue_task
 
     tasks = []
-    for name in names:
+    for name in names:  # every name first, then the files
         try:
             key = canonical_name(name.strip())
         except BertkitError:
             key = None
         if key not in GLUE_TASKS:
             raise BertkitError(f"unknown task {name!r} for downstream; known: {', '.join(GLUE_TASKS)}")
+        tasks.append(key)
+    for key in tasks:
         spec = get_glue_task(key)
         for split in ("train", "dev"):
             try:
@@ -113,7 +115,6 @@ def check_tasks(names, data: str | Path) -> list[str]:
                 raise BertkitError(
                     f"{Path(data) / spec.directory}: no {key} {split} file "
                     f"({' or '.join(spec.files[split])}); is --data the GLUE root?") from None
-        tasks.append(key)
     return tasks
 
 
