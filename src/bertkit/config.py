@@ -128,4 +128,8 @@ class BertConfig:
         attention = 4 * (h * h + h) + 2 * h
         feed_forward = (h * i + i) + (i * h + h) + 2 * h
         pooler = h * h + h if with_pooler else 0
-        return embeddings + self.num_hidden_layers * (attention + feed_forward) + pooler
+        # a pruned head (config.json pruned_heads) takes its q/k/v rows and output columns along
+        d = self.head_size
+        pruned = sum(len(heads) for heads in (self.extra.get("pruned_heads") or {}).values())
+        return (embeddings + self.num_hidden_layers * (attention + feed_forward) + pooler
+                - pruned * (4 * h * d + 3 * d))

@@ -56,6 +56,7 @@ def test_removing_heads_equals_silencing_them():
     assert model.config.extra["pruned_heads"] == {"0": [1, 3], "1": [0, 2]}
     assert sum(p.numel() for p in model.parameters()) < before
     assert model.bert.encoder.layer[0].attention.self.qkv.weight.shape == (3 * 16, 32)
+    assert model.config.num_parameters() == sum(p.numel() for p in model.bert.parameters())
     assert torch.allclose(logits(model, b), logits(silenced, b), atol=1e-6)
     # the sparse last-layer path (queries at some positions) still agrees
     out = model.bert(b["input_ids"], attention_mask=b["attention_mask"],
