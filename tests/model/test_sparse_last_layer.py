@@ -7,7 +7,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.model import BertForMaskedLM, BertForPreTraining, BertModel
-from bertkit.model.heads import labelled_positions
+from bertkit.model.task_models import labelled_positions
 
 
 def config(attention="bidirectional", layers=2):

@@ -1,4 +1,4 @@
-"""Output heads on top of ``BertModel`` (paper sections 3.1 and 4, figure 4).
+"""The task models: ``BertModel`` plus an output head each (paper sections 3.1 and 4, figure 4).
 
 Each model keeps the encoder in ``.bert``, returns logits in a :class:`ModelOutput` and,
 given labels, the loss:
