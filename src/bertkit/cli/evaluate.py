@@ -6,6 +6,7 @@ import argparse
 import json
 
 from bertkit.errors import DataFormatError
+from bertkit.options import bounded
 
 
 def register(subparsers) -> None:
@@ -21,8 +22,8 @@ def register(subparsers) -> None:
     squad.add_argument("--na-prob", dest="na_prob_file", metavar="FILE", default=None,
                        help="JSON {question id: no-answer probability or null odds}; enables the "
                             "best-threshold search")
-    squad.add_argument("--na-prob-thresh", type=float, default=1.0, metavar="T",
-                       help="predict no answer when the no-answer probability exceeds T (default 1.0)")
+    squad.add_argument("--na-prob-thresh", type=bounded(float), default=1.0, metavar="T",
+                       help="predict no answer when the no-answer probability exceeds T")
     squad.add_argument("--out-file", default=None, metavar="F",
                        help="write the metrics JSON to F instead of printing it")
     squad.set_defaults(func=run_squad_eval)
