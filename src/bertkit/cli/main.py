@@ -20,6 +20,8 @@ class HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
+        if isinstance(action, argparse.BooleanOptionalAction) and default is True and "default" not in text:
+            return f"{text} (default: on)"
         if (not action.option_strings or action.nargs == 0 or "default" in text or default is None
                 or default is argparse.SUPPRESS or default == []):
             return text
