@@ -29,6 +29,8 @@ from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.training.distributed import pick_device
 from bertkit.training.sampler import length_batches
 
+resolve_device = pick_device  # the former name here; one device resolution for all of bertkit
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("cls", "mean", "none")
 COMBINES = ("concat", "sum")
