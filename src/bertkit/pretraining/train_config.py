@@ -43,7 +43,7 @@ class PretrainConfig:
     batch_size: int = option(32, "micro-batch size per process", ge=1)
     grad_accum: int = option(1, "micro-batches per optimizer step (global batch = batch x accum "
                                 "x processes)", ge=1)
-    lr: float = option(1e-4, "peak learning rate (paper: 1e-4)", gt=0)
+    lr: float = option(1e-4, "peak learning rate (paper: 1e-4)", ge=0)
     warmup_steps: int | None = option(None, "warm-up steps (default: --warmup-fraction of --steps)",
                                       ge=0)
     warmup_fraction: float = option(0.01, "warm-up share of the steps when --warmup-steps is not "

@@ -17,7 +17,7 @@ class FinetuneConfig:
     (missing keys take the single values); ``None`` runs the single point. ``warmup`` is the
     warm-up fraction of all updates. ``progress``: None = bars only on a terminal."""
 
-    lr: float = option(2e-5, "peak learning rate", gt=0)
+    lr: float = option(2e-5, "peak learning rate", ge=0)
     batch: int = option(32, "training batch size", ge=1, flag="--batch-size")
     epochs: int = option(3, "epochs", ge=1)
     seed: int = option(42, "random seed", ge=0)
