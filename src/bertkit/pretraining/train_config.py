@@ -39,7 +39,7 @@ class PretrainConfig:
     objective: str = option("mlm+nsp", "mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, "
                                        "causal mask)", choices=OBJECTIVES)
     dropout: float | None = option(None, "override hidden and attention dropout", ge=0, lt=1)
-    steps: int = option(1000, "total optimizer steps", ge=1)
+    steps: int = option(1000, "total optimizer steps (ignored with --budget, which plans them)", ge=1)
     batch_size: int = option(32, "micro-batch size per process", ge=1)
     grad_accum: int = option(1, "micro-batches per optimizer step (global batch = batch x accum "
                                 "x processes)", ge=1)
@@ -53,12 +53,23 @@ class PretrainConfig:
     max_grad_norm: float = option(1.0, "gradient clipping norm", gt=0)
     optimizer: str = option("auto", "AdamW kernel: auto (fused when possible), fused, foreach, plain",
                             choices=("auto", "fused", "foreach", "plain"))
-    precision: str = option("auto", "auto (bf16 or fp16 on GPU, fp32 on CPU), fp32, bf16, fp16",
+    precision: str = option("auto", "auto (CPU: bf16 where the CPU has native bf16 - avx512_bf16/AMX/"
+                                    "Arm bf16 - else fp32; GPU: bf16 or fp16; the resolved choice "
+                                    "is logged and saved), fp32, bf16, fp16",
                             choices=("auto", "fp32", "bf16", "fp16"))
     compile: bool = option(False, "torch.compile the model")
     device: str = option("auto", "auto, cpu, cuda")
     dynamic_masking: bool | None = option(
         None, "draw masks per epoch at load time (default: as the data was made)")
+    mask_rate: float | None = option(
+        None, "masked-LM rate drawn at load time (dynamic masking), e.g. 0.15 (paper) or 0.3-0.4; "
+              "default: the data's own masks and rate", gt=0, lt=1)
+    max_predictions: int | None = option(
+        None, "most masked positions per sequence with --mask-rate (default: the data's, raised "
+              "to ceil(rate x sequence length))", ge=1)
+    budget: str | None = option(
+        None, "wall-clock budget, e.g. 1h, 90m, 3600s: measures the step time, then fixes --steps "
+              "to fit and stops at the deadline (docs/pretraining.md)")
     seed: int = option(0, "seed of initialisation, data order and dynamic masks", ge=0)
     log_every: int = option(10, "log every N steps", ge=1)
     save_every: int = option(500, "checkpoint every N steps (and at the end)", ge=1)
@@ -99,10 +110,30 @@ class PretrainConfig:
         for name in ("data", "out"):
             if not getattr(self, name):
                 raise BertkitError(f"missing setting {name!r} (--{name} or in the config file)")
+        self._validate_recipe()  # before the ranges: its messages say more about these knobs
         check_config(self, "pretrain")
-        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+        if self.warmup_steps is not None and self.budget is None and not 0 <= self.warmup_steps <= self.steps:
             raise BertkitError(f"warmup_steps must lie in 0..steps ({self.steps}), got {self.warmup_steps}")
         return self
+
+    def _validate_recipe(self) -> None:
+        """The budget and masking knobs (issue 11): clear errors before any work."""
+        if self.budget is not None:
+            from bertkit.pretraining.budget import parse_budget
+
+            parse_budget(self.budget)
+        if self.mask_rate is not None:
+            if not 0.0 < self.mask_rate < 1.0:
+                raise BertkitError(f"mask_rate must lie strictly between 0 and 1, got {self.mask_rate}")
+            if self.dynamic_masking is False:
+                raise BertkitError("mask_rate draws masks at load time: it cannot be combined "
+                                   "with --no-dynamic-masking")
+            if self.objective == "ltr":
+                raise BertkitError("mask_rate has no effect with objective ltr (it masks nothing)")
+        elif self.max_predictions is not None:
+            raise BertkitError("max_predictions applies to masks drawn with --mask-rate: give one")
+        if self.max_predictions is not None and self.max_predictions < 1:
+            raise BertkitError(f"max_predictions must be >= 1, got {self.max_predictions}")
 
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
