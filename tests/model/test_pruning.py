@@ -18,6 +18,7 @@ from bertkit.model.pruning import (
     parse_heads,
     prune_heads,
 )
+from bertkit.model.sparse_last_layer import encode_at_positions
 
 
 def tiny(seed=0, heads=4, layers=2):
@@ -59,10 +60,10 @@ def test_removing_heads_equals_silencing_them():
     assert model.config.num_parameters() == sum(p.numel() for p in model.bert.parameters())
     assert torch.allclose(logits(model, b), logits(silenced, b), atol=1e-6)
     # the sparse last-layer path (queries at some positions) still agrees
-    out = model.bert(b["input_ids"], attention_mask=b["attention_mask"],
-                     output_positions=torch.zeros(6, 1, dtype=torch.long))
+    out = encode_at_positions(model.bert, b["input_ids"], None, b["attention_mask"],
+                              torch.tensor([[0, 3]] * 6))
     full = model.bert(b["input_ids"], attention_mask=b["attention_mask"])
-    assert torch.allclose(out.last_hidden_state[:, 0], full.last_hidden_state[:, 0], atol=1e-6)
+    assert torch.allclose(out.last_hidden_state[:, 1], full.last_hidden_state[:, 3], atol=1e-6)
 
 
 def test_pruning_again_uses_original_indices():

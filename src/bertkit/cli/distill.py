@@ -1,26 +1,20 @@
 """``bertkit distill TASK --teacher DIR --student DIR|PRESET --data DIR --out DIR``.
 
-The fine-tuning flags are generated from :class:`~bertkit.tasks.finetune.FinetuneConfig`'s
-fields (``--batch-size``/``--eval-batch-size`` spelled as in ``finetune``), so every setting of
-``finetune`` exists here with the same default.
+The fine-tuning flags come from :class:`~bertkit.tasks.finetune_config.FinetuneConfig`'s
+fields (:func:`bertkit.options.add_options`), so every setting of ``finetune`` exists here
+with the same name, default and range.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from bertkit.cli.long_text import add_long_text_arguments, long_text_options
 from bertkit.errors import BertkitError
+from bertkit.options import add_options, bounded, options_from_args
+from bertkit.tasks.finetune_config import FinetuneConfig
 
-_SKIP = {"grid", "progress"}
-_FLAGS = {"batch": "--batch-size", "eval_batch": "--eval-batch-size"}
-
-
-def _finetune_fields():
-    from bertkit.tasks.finetune import FinetuneConfig
-
-    return [f for f in dataclasses.fields(FinetuneConfig) if f.name not in _SKIP]
+_NOT_FLAGS = ("grid", "progress")
 
 
 def register(subparsers) -> None:
@@ -39,23 +33,19 @@ def register(subparsers) -> None:
                    help="student = N of the teacher's layers, evenly spaced (instead of --student)")
     p.add_argument("--data", required=True, metavar="DIR", help="the task's data folder")
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    p.add_argument("--temperature", type=float, default=2.0, help="softmax temperature T (default 2.0)")
-    p.add_argument("--alpha", type=float, default=0.5,
+    p.add_argument("--temperature", type=bounded(float, gt=0), default=2.0,
+                   help="softmax temperature T (default 2.0)")
+    p.add_argument("--alpha", type=bounded(float, ge=0, le=1), default=0.5,
                    help="weight of the teacher (soft) loss; 1 - alpha goes to the gold labels (0.5)")
     p.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
                    help="grid search as in finetune (bare --grid: the paper's grid)")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="no progress bars")
     p.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                    help="task option (value parsed as JSON when it can be), repeatable")
     add_long_text_arguments(p)
-    group = p.add_argument_group("fine-tuning (as finetune)")
-    for f in _finetune_fields():
-        flag = _FLAGS.get(f.name, "--" + f.name.replace("_", "-"))
-        kind = type(f.default) if f.default is not None else int
-        group.add_argument(flag, dest=f.name, type=kind, default=f.default,
-                           help=f"default {f.default}")
+    add_options(p.add_argument_group("fine-tuning (as finetune)"), FinetuneConfig, skip=_NOT_FLAGS)
     p.set_defaults(func=run_distill)
 
 
@@ -63,7 +53,7 @@ def run_distill(args: argparse.Namespace) -> int:
     from bertkit.cli.finetune import _option_value, _plain_warnings
     from bertkit.tasks import canonical_name, get_task
     from bertkit.tasks.distill import DistillConfig, distill
-    from bertkit.tasks.finetune import FinetuneConfig, format_table, parse_grid
+    from bertkit.tasks.finetune import format_table, parse_grid
 
     options = long_text_options(args)
     for item in args.task_option:
@@ -74,9 +64,8 @@ def run_distill(args: argparse.Namespace) -> int:
     cfg = DistillConfig(teacher=args.teacher, student=args.student,
                         student_layers=args.student_layers, temperature=args.temperature,
                         alpha=args.alpha)
-    ft = FinetuneConfig(**{f.name: getattr(args, f.name) for f in _finetune_fields()},
-                        grid=parse_grid(args.grid) if args.grid is not None else None,
-                        progress=args.progress)
+    ft = FinetuneConfig(**{**options_from_args(FinetuneConfig, args),
+                           "grid": parse_grid(args.grid) if args.grid is not None else None})
     if args.threads:
         import torch
 

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from bertkit.errors import BertkitError
+from bertkit.options import bounded
 
 
 def register(subparsers) -> None:
@@ -22,20 +23,20 @@ def register(subparsers) -> None:
     p.add_argument("--heads", required=True, metavar="FRACTION|COUNT",
                    help="heads to remove: a fraction in (0, 1) such as 0.5, or a count such as 6")
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    p.add_argument("--importance-examples", type=int, default=512, metavar="N",
+    p.add_argument("--importance-examples", type=bounded(int, ge=1), default=512, metavar="N",
                    help="training examples that score the heads (default 512)")
     p.add_argument("--curve", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", metavar="LIST",
                    help="fractions pruned for the metric curve (default 0,0.1,...,0.9)")
-    p.add_argument("--finetune-epochs", type=int, default=0, metavar="N",
+    p.add_argument("--finetune-epochs", type=bounded(int, ge=0), default=0, metavar="N",
                    help="fine-tune the pruned model for N epochs afterwards (default 0: no)")
     p.add_argument("--lr", type=float, default=2e-5, help="learning rate of that fine-tune (2e-5)")
-    p.add_argument("--max-train-examples", type=int, default=None, metavar="N",
+    p.add_argument("--max-train-examples", type=bounded(int, ge=1), default=None, metavar="N",
                    help="fine-tune on a fixed random sample of N examples (default: all)")
-    p.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
-    p.add_argument("--max-seq-length", type=int, default=None, metavar="N",
+    p.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="batch size (default 32)")
+    p.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
                    help="tokens per input (default: the fine-tuned model's, else 128)")
     p.add_argument("--seed", type=int, default=42, help="seed of the example sample (42)")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="no progress bars")
@@ -43,8 +44,8 @@ def register(subparsers) -> None:
 
 
 def run_prune(args: argparse.Namespace) -> int:
+    from bertkit.checkpoint import load_tokenizer
     from bertkit.cli.finetune import _plain_warnings
-    from bertkit.inference import load_tokenizer
     from bertkit.tasks import canonical_name, get_task
     from bertkit.tasks.base import FINETUNE_KEY, read_model_config
     from bertkit.tasks.prune import PruneConfig, prune

@@ -38,9 +38,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertkit.config import PRESETS, BertConfig
+from bertkit.config import IGNORE_INDEX, PRESETS, BertConfig
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.tasks.base import IGNORE_INDEX, FeatureSet, Task
+from bertkit.tasks.base import FeatureSet, Task
 
 __all__ = ["DistillConfig", "DistillTask", "distill", "layer_slice", "make_student"]
 
