@@ -52,8 +52,9 @@ def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
                         help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
                              "model's); longer inputs are truncated with a warning")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                        help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU)")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16", "int8"],
+                        help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU); int8: "
+                             "dynamic quantisation on the CPU (evaluate/predict only)")
     parser.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                         help="no progress bars (default: bars on a terminal)")
@@ -207,6 +208,10 @@ def run_finetune(args) -> int:
 
 
 def _load_model(task, args):
+    from bertkit.precision import is_int8_dir, load_model
+
+    if is_int8_dir(args.model):  # written by `bertkit quantize`: no float weights to build from
+        return load_model(args.model, precision="int8")
     model = task.build_model(args.model)
     fresh = [n for n in getattr(task, "load_notes", []) if "freshly initialised" in n]
     if fresh:
@@ -229,6 +234,11 @@ def _setup_trained(args):
     task, tokenizer, entry = _setup(args, for_training=False)
     model = _load_model(task, args)
     check_vocabulary(tokenizer, model, args.model)
+    if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
+        from bertkit.precision import prepare
+
+        args.precision = "fp32"  # the quantised layers run in fp32 activations
+        model = prepare(model, "int8")
     device, precision = _device(args)
     return task, tokenizer, entry, model.to(device), device, precision
 

@@ -23,6 +23,8 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
+                        help="fp32 (default), bf16 autocast, or int8 dynamic quantisation (CPU)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
@@ -68,7 +70,8 @@ def register(subparsers) -> None:
 def _load(args):
     from bertkit.inference import load
 
-    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype)
+    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype,
+                precision=args.precision)
 
 
 def _text_lines(path: str) -> list[str]:
