@@ -22,7 +22,7 @@ from .conftest import TINY_VOCAB
 
 LABELS = {
     "classify": ["negative", "positive", "neutral"],
-    "pair": ["not_equivalent", "equivalent"],
+    "pair": ["0", "1"],  # MRPC's labels
     "regression": ["LABEL_0"],
     "tagging": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
 }
