@@ -16,7 +16,7 @@ import contextlib
 from importlib import resources
 from typing import Any
 
-from fastapi import Body, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -167,23 +167,23 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
         return await service.answer(plans, single)
 
     @app.post("/predict", summary="the task head's answer (classification, tagging, QA, choice)")
-    async def predict(body: PredictBody = Body(...)):
+    async def predict(body: PredictBody):
         overflow = service.overflow(body.truncate)
         return await plan(lambda x: bert.plan_predict(x, overflow), body.inputs, for_predict=True)
 
     @app.post("/embed", summary="one vector per input (pooling and layers as bertkit embed)")
-    async def embed(body: EmbedBody = Body(...)):
+    async def embed(body: EmbedBody):
         overflow = service.overflow(body.truncate)
         return await plan(lambda x: bert.plan_embed(x, body.layers, body.pooling, body.normalize, overflow),
                           body.inputs)
 
     @app.post("/fill-mask", summary="candidates for every [MASK]")
-    async def fill_mask(body: FillMaskBody = Body(...)):
+    async def fill_mask(body: FillMaskBody):
         overflow = service.overflow(body.truncate)
         return await plan(lambda x: bert.plan_fill_mask(x, body.top_k, overflow), body.inputs)
 
     @app.post("/attention", summary="one head's attention probabilities (tokens x tokens)")
-    async def attention(body: AttentionBody = Body(...)):
+    async def attention(body: AttentionBody):
         tokens, matrix = await run_in_threadpool(bert.attention, body.inputs, body.layer, body.head)
         return {"tokens": tokens, "layer": body.layer, "head": body.head,
                 "attention": [[round(float(x), 5) for x in row] for row in matrix]}
