@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -259,12 +260,12 @@ class _Run:
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
                    disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
-        data = prefetch(self._cpu_batches(), depth=2)
         last_log = time.perf_counter()
         # ranks agree on stopping through a collective: every step on the CPU, every log
         # interval on GPUs (reading its result waits for the device)
         stop_every = cfg.log_every if ctx.distributed and ctx.device.type == "cuda" else 1
-        with GracefulStop() as stop, bar:
+        # closing() joins the prefetch thread on every way out of the loop
+        with closing(prefetch(self._cpu_batches(), depth=2)) as data, GracefulStop() as stop, bar:
             while self.step < cfg.steps:
                 position, cpu_batches = next(data)
                 batches = [objectives.to_device(b, ctx.device) for b in cpu_batches]
@@ -288,7 +289,6 @@ class _Run:
                         and dist.any_rank(stop.requested, ctx.device)):
                     stopped_by = stop.signal_name or "signal"
                     break
-        data.close()  # stops the prefetch thread
         if saved_at != self.step:
             self._save(trainer)
         if stopped_by:
