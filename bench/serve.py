@@ -136,24 +136,29 @@ def percentile(values, q):
 
 
 def check(server, results, references):
-    """(failed, wrong) counts of one level's results."""
+    """``(failed, wrong, max score difference)`` of one level's results against the Python API.
+
+    fp32: an answer is wrong when a label or a score (beyond 1e-4) differs. INT8 quantises
+    each batch's activations with one scale, so its scores move with the other rows of the
+    batch (docs/serving.md): an INT8 answer is wrong only when its top label differs; the
+    largest score difference is reported. The baseline is compared by top label with fp32.
+    """
     failed = sum(1 for _, status, _, _ in results if status != 200)
-    wrong = 0
+    wrong, largest = 0, 0.0
     ref = references["int8" if server.endswith("int8") else "fp32"]
-    # INT8 quantises each batch's activations with one scale, so its scores move slightly with
-    # the other rows of the batch: labels must agree, scores within 0.01 (fp32: 1e-4)
-    tolerance = 1e-2 if server.endswith("int8") else 1e-4
     for text, status, body, _ in results:
         if status != 200:
             continue
         want = ref[text]
-        if server == "hf pipeline":
-            wrong += body[0]["label"] != want[0]["label"]
+        scores = {b["label"]: b["score"] for b in want}
+        diff = max(abs(a["score"] - scores[a["label"]]) for a in body)
+        largest = max(largest, diff)
+        label_differs = body[0]["label"] != want[0]["label"]
+        if server == "bertkit fp32":
+            wrong += label_differs or diff > 1e-4
         else:
-            same = body[0]["label"] == want[0]["label"] and all(
-                abs(a["score"] - b["score"]) <= tolerance for a, b in zip(body, want))
-            wrong += not same
-    return failed, wrong
+            wrong += label_differs
+    return failed, wrong, largest
 
 
 def main(argv=None) -> int:
@@ -174,7 +179,7 @@ def main(argv=None) -> int:
     per_level = args.requests // len(levels)
     rows = []
     print(f"{'server':<14} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-          f"{'failed':>6} {'wrong':>6}", flush=True)
+          f"{'failed':>6} {'wrong':>6} {'max diff':>9}", flush=True)
     for server in [s.strip() for s in args.servers.split(",") if s.strip()]:
         port = free_port()
         proc = start(server, args, port)
@@ -185,14 +190,15 @@ def main(argv=None) -> int:
             for concurrency in levels:
                 results, seconds = asyncio.run(load_level(url, sentences, per_level, concurrency, args.max_seconds))
                 latencies = [r[3] * 1000 for r in results]
-                failed, wrong = check(server, results, references)
+                failed, wrong, largest = check(server, results, references)
                 row = {"server": server, "concurrency": concurrency, "requests": len(results),
                        "rps": len(results) / seconds, "p50_ms": percentile(latencies, 50),
                        "p95_ms": percentile(latencies, 95), "p99_ms": percentile(latencies, 99),
-                       "failed": failed, "wrong": wrong, "lost": per_level - len(results)}
+                       "failed": failed, "wrong": wrong, "max_score_diff": largest,
+                       "lost": per_level - len(results)}
                 rows.append(row)
                 print(f"{server:<14} {concurrency:>4} {len(results):>6} {row['rps']:8.1f} {row['p50_ms']:8.1f} "
-                      f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {failed:>6} {wrong:>6}", flush=True)
+                      f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {failed:>6} {wrong:>6} {largest:9.2g}", flush=True)
         finally:
             proc.terminate()
             try:
