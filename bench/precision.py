@@ -186,7 +186,7 @@ def bench_shape(shape, args, results, text):
         print(f"{shape}: {config.num_hidden_layers} layers, hidden {config.hidden_size} "
               f"(rows: {', '.join(runners)})", flush=True)
         g = torch.Generator().manual_seed(1)
-        for size in [int(b) for b in args.batch_sizes.split(",")]:
+        for size in [int(b) for b in args.batch_sizes.split(",") if b.strip()]:
             ids = torch.randint(1000, config.vocab_size, (size, args.seq_len), generator=g)
             batch = (ids, torch.zeros_like(ids), torch.ones_like(ids))
             check(runners, batch)
