@@ -10,6 +10,9 @@ per batch at run time, products on the CPU's int8 (VNNI) kernels. That route was
 ``torch.compile``) and ONNX Runtime's quantiser (kept for ``export-onnx --int8``); the
 measurements are in docs/serving.md.
 
+This is *inference* precision; which autocast precision training uses (``auto``) is
+:mod:`bertkit.training.precision`'s decision.
+
 INT8 save/load: :func:`save_int8` writes a model directory whose weights are
 ``model.int8.safetensors`` (int8 weight + per-channel scale for each quantised layer, float
 tensors for the rest, under the model's own module names) and whose ``config.json`` says
@@ -19,7 +22,6 @@ without re-quantising.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -43,10 +45,11 @@ def check_precision(precision: str) -> str:
 
 
 def autocast(precision: str, device: torch.device | str = "cpu"):
-    """The context a forward pass runs in: bf16 autocast for ``bf16``, nothing otherwise."""
-    if precision == "bf16":
-        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    """The context a forward pass runs in: bf16 autocast for ``bf16``, nothing for ``fp32`` and
+    ``int8`` (the training loop's autocast, :func:`bertkit.training.autocast`)."""
+    from bertkit.training import autocast as training_autocast
+
+    return training_autocast(torch.device(device), "bf16" if precision == "bf16" else "fp32")
 
 
 def _quantisable(model: nn.Module) -> list[str]:
