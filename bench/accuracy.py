@@ -42,7 +42,7 @@ def variants(task, model_dir: Path, tmp: Path):
 
 
 def evaluate(name: str, model_dir: Path, data: Path, batch_size: int) -> dict:
-    from bertkit.inference import load_tokenizer
+    from bertkit.checkpoint import load_tokenizer
     from bertkit.tasks import get_task
     from bertkit.tasks.base import saved_task_options
     from bertkit.tasks.finetune import evaluate_sets, load_eval_sets

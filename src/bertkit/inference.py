@@ -23,36 +23,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference_tasks import TaskInference
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.precision import autocast, check_precision, load_model, prepare
+from bertkit.training.distributed import pick_device
+from bertkit.training.sampler import length_batches
+
+resolve_device = pick_device  # the former name here; one device resolution for all of bertkit
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("cls", "mean", "none")
 COMBINES = ("concat", "sum")
-
-
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest batch first."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def check_vocabulary(tokenizer: Any, model: BertPreTrainedModel, source: str) -> None:
-    """A tokenizer whose size differs from the checkpoint's ``vocab_size`` is an error."""
-    if len(tokenizer) != model.config.vocab_size:
-        raise CheckpointError(
-            f"{source}: the vocabulary has {len(tokenizer)} tokens but the checkpoint's "
-            f"vocab_size is {model.config.vocab_size}; use the vocabulary the model was trained with"
-        )
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise BertkitError("--device cuda requested but no CUDA device is available")
-    return device
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -78,8 +61,8 @@ class BertInference(TaskInference):
         source: str = "model",
         precision: str = "fp32",
     ):
-        check_vocabulary(tokenizer, model, source)
-        self.device = resolve_device(device)
+        check_vocabulary(tokenizer, model.config.vocab_size, source)
+        self.device = pick_device(device)
         self.precision = check_precision(precision)
         self.model = prepare(model.to(device=self.device, dtype=resolve_dtype(dtype)).eval(), precision)
         self.tokenizer = tokenizer
@@ -119,7 +102,7 @@ class BertInference(TaskInference):
         """``(indices, input_ids, token_type_ids, attention_mask)`` per length-sorted batch."""
         from tqdm.auto import tqdm
 
-        groups = length_batches([len(e.input_ids) for e in encodings], batch_size)
+        groups = length_batches([len(e.input_ids) for e in encodings], batch_size, longest_first=True)
         for indices in tqdm(groups, desc=desc, unit="batch", disable=not progress):
             width = max(len(encodings[i].input_ids) for i in indices)
             ids = torch.zeros(len(indices), width, dtype=torch.long)
@@ -245,23 +228,6 @@ class BertInference(TaskInference):
             tokens = [self.tokenizer.convert_ids_to_tokens(e.input_ids) for e in encodings]
             return results, (tokens[0] if single else tokens)
         return results
-
-
-def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None):
-    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt)."""
-    from bertkit.tokenizer import BertTokenizer
-
-    if vocab is not None:
-        return BertTokenizer.from_file(vocab, lowercase=True if lowercase is None else lowercase)
-    try:
-        tokenizer = BertTokenizer.from_pretrained(model_dir)
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"{model_dir}: no vocab.txt or tokenizer.json; pass the vocabulary (--vocab FILE)"
-        ) from None
-    if lowercase is not None and lowercase != tokenizer.lowercase:
-        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase)
-    return tokenizer
 
 
 def load(

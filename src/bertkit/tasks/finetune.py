@@ -33,8 +33,8 @@ import math
 import random
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
+from bertkit.options import check_config
 from bertkit.runlog import RunLogger
 from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.finetune_config import FinetuneConfig
 from bertkit.training import (
     TrainStep,
     autocast,
@@ -55,6 +57,7 @@ from bertkit.training import (
 )
 from bertkit.training.cpu import bound_onednn_cache
 from bertkit.training.distributed import pick_device
+from bertkit.training.sampler import length_batches
 
 __all__ = [
     "PAPER_GRID",
@@ -85,32 +88,6 @@ class Hyper:
     batch: int
     epochs: int
     seed: int
-
-
-@dataclass
-class FinetuneConfig:
-    """Everything but the task and the paths. ``grid``: key -> values for lr/batch/epochs/seed
-    (missing keys take the single values); ``None`` runs the single point. ``warmup`` is the
-    warm-up fraction of all updates. ``progress``: None = bars only on a terminal."""
-
-    lr: float = 2e-5
-    batch: int = 32
-    epochs: int = 3
-    seed: int = 42
-    grid: dict[str, Sequence] | None = None
-    max_seq_length: int = 128
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float = 0.1
-    max_grad_norm: float = 1.0
-    eval_batch: int = 64
-    device: str = "auto"
-    precision: str = "auto"
-    log_every: int = 100
-    progress: bool | None = None
-    select: str = "best"
-    max_train_examples: int | None = None
-    bucket: int = 50
 
 
 @dataclass
@@ -151,6 +128,8 @@ def parse_grid(specs: Sequence[str]) -> dict[str, list]:
                          for v in values.split(",") if v.strip()]
         except ValueError:
             raise BertkitError(f"bad grid entry {spec!r}: {key} values must be numbers") from None
+        for value in grid[key]:
+            check_config(replace(FinetuneConfig(), **{key: value}), f"grid entry {spec!r}")
     return grid
 
 
@@ -162,25 +141,6 @@ def grid_points(cfg: FinetuneConfig) -> list[Hyper]:
 
 
 # ------------------------------------------------------------------ batching
-def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator | None = None,
-                   bucket: int = 50) -> list[np.ndarray]:
-    """Index batches over ``lengths``. Without ``rng``: sorted by length (evaluation).
-    With ``rng``: shuffled, then each chunk of ``bucket`` batches sorted by length and cut
-    into batches, and the batch order shuffled (training: random yet little padding)."""
-    n = len(lengths)
-    if rng is None:
-        order = np.argsort(lengths, kind="stable")
-        return [order[i: i + batch_size] for i in range(0, n, batch_size)]
-    order = rng.permutation(n)
-    chunk = batch_size * max(1, bucket)
-    batches = []
-    for start in range(0, n, chunk):
-        part = order[start: start + chunk]
-        part = part[np.argsort(lengths[part], kind="stable")]
-        batches.extend(part[i: i + batch_size] for i in range(0, len(part), batch_size))
-    return [batches[i] for i in rng.permutation(len(batches))]
-
-
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -277,12 +237,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
-              cfg: FinetuneConfig, logger: RunLogger,
-              on_epoch: Callable[[Any, int, dict, list], None]) -> RunResult:
-    """Fine-tune one grid point from ``model_dir``; ``on_epoch(model, epoch, metrics, raw)``
-    is called after every epoch's evaluation (the caller keeps the best model)."""
-    started = time.perf_counter()
+def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
+                 cfg: FinetuneConfig, logger: RunLogger) -> Iterator[tuple[Any, int, dict, list]]:
+    """Fine-tune one grid point from ``model_dir``, yielding ``(model, epoch, metrics, raw
+    outputs)`` after every epoch's evaluation (the caller keeps the best model)."""
     device = pick_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     seed_everything(hyper.seed)
@@ -297,7 +255,7 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
     step_fn = TrainStep(model, optimizer, scheduler, device=device, precision=precision,
                         max_grad_norm=cfg.max_grad_norm)
     run = asdict(hyper)
-    history, step = [], 0
+    step = 0
     for epoch in range(1, hyper.epochs + 1):
         model.train()
         rng = np.random.default_rng([hyper.seed, epoch])
@@ -315,33 +273,30 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
                 loss_sum.zero_()
                 loss_n = 0
         metrics, raw = evaluate_sets(task, model, sets, cfg.eval_batch, device, precision, cfg.progress)
-        history.append(metrics)
         logger.log(event="eval", **run, epoch=epoch, **metrics)
-        on_epoch(model, epoch, metrics, raw)
-    main = task.main_metric
-    chosen = (max(range(len(history)), key=lambda i: _score(history[i], main))
-              if cfg.select == "best" else len(history) - 1)
-    return RunResult(hyper, history[chosen], chosen + 1, history, time.perf_counter() - started)
+        yield model, epoch, metrics, raw
+
+
+def _chosen_epoch(history: list[dict], main: str, select: str) -> int:
+    """Index of the epoch a run reports: its best on ``main``, or its last (``select="last"``)."""
+    if select == "last":
+        return len(history) - 1
+    return max(range(len(history)), key=lambda i: _score(history[i], main))
 
 
 def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | None = None,
              tokenizer=None, logger: RunLogger | None = None) -> tuple[list[RunResult], RunResult]:
     """Run the grid (see the module docstring); returns every run and the best one."""
-    from bertkit.checkpoint import load_config, save_pretrained
-    from bertkit.tokenizer import BertTokenizer
+    from bertkit.checkpoint import check_vocabulary, load_config, load_tokenizer
 
     bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
     cfg = cfg or FinetuneConfig()
-    if cfg.select not in ("best", "last"):
-        raise BertkitError(f"select must be 'best' or 'last', got {cfg.select!r}")
+    check_config(cfg, "finetune")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     logger = logger or RunLogger(out_dir / "log.jsonl")
-    tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
-    vocab_size = load_config(model_dir).vocab_size
-    if len(tokenizer) != vocab_size:
-        raise CheckpointError(f"{model_dir}: the vocabulary has {len(tokenizer)} tokens but the "
-                              f"model's vocab_size is {vocab_size}; use the model's own vocabulary")
+    tokenizer = tokenizer or load_tokenizer(model_dir)
+    check_vocabulary(tokenizer, load_config(model_dir).vocab_size, model_dir)
     examples = task.read(data_dir, "train")
     if cfg.max_train_examples and len(examples) > cfg.max_train_examples:
         keep = np.sort(np.random.default_rng(0).permutation(len(examples))[: cfg.max_train_examples])
@@ -352,28 +307,23 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
                train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
                grid_points=len(points), max_seq_length=cfg.max_seq_length)
-    best: dict[str, Any] = {"score": -math.inf}
     main = task.main_metric
-
-    def keep_if_best(model, hyper: Hyper, epoch: int, metrics: dict, raw: list, final: bool) -> None:
-        score = _score(metrics, main)
-        if (cfg.select == "last" and not final) or score <= best["score"]:
-            return
-        best.update(score=score, hyper=hyper, epoch=epoch)
-        record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
-                  "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
-        extra = task.config_entries()
-        extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
-        save_pretrained(model, out_dir, tokenizer=tokenizer, extra_config=extra)
-        write_predictions(task, sets, raw, out_dir)
-
+    best_score = -math.inf
     runs = []
     for n, hyper in enumerate(points, 1):
         logger.log(event="run_start", run=n, runs=len(points), **asdict(hyper))
-        result = train_one(task, model_dir, train, sets, hyper, cfg, logger,
-                           lambda m, e, met, raw, h=hyper: keep_if_best(m, h, e, met, raw, e == h.epochs))
+        started, history = time.perf_counter(), []
+        for model, epoch, metrics, raw in train_epochs(task, model_dir, train, sets, hyper, cfg, logger):
+            history.append(metrics)
+            competes = cfg.select == "best" or epoch == hyper.epochs
+            if competes and _score(metrics, main) > best_score:  # the best so far: keep it
+                best_score = _score(metrics, main)
+                _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir, out_dir,
+                            tokenizer, sets)
         if n == 1 and getattr(task, "load_notes", None):
             logger.log(event="model_notes", notes=task.load_notes)
+        chosen = _chosen_epoch(history, main, cfg.select)
+        result = RunResult(hyper, history[chosen], chosen + 1, history, time.perf_counter() - started)
         runs.append(result)
         logger.log(event="run", run=n, **asdict(hyper), best_epoch=result.epoch,
                    seconds=round(result.seconds, 1), **result.metrics)
@@ -383,6 +333,19 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
         json.dump({"task": task.name, "main_metric": main, "select": cfg.select,
                    "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
     return runs, chosen
+
+
+def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw: list,
+                cfg: FinetuneConfig, model_dir, out_dir: Path, tokenizer, sets) -> None:
+    """Write the model of (``hyper``, ``epoch``) to ``out_dir`` with its predictions."""
+    from bertkit.checkpoint import save_pretrained
+
+    record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
+              "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
+    extra = task.config_entries()
+    extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
+    save_pretrained(model, out_dir, tokenizer=tokenizer, extra_config=extra)
+    write_predictions(task, sets, raw, out_dir)
 
 
 def _row(r: RunResult) -> dict:
