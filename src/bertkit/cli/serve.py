@@ -55,7 +55,7 @@ def register(subparsers) -> None:
                                    description="Export the encoder and its task head to ONNX with "
                                                "dynamic batch and sequence axes.")
     export.add_argument("model", metavar="MODEL_DIR")
-    export.add_argument("--out", required=True, metavar="FILE.onnx")
+    export.add_argument("--out", required=True, metavar="FILE.onnx", help="ONNX file to write")
     export.add_argument("--int8", action="store_true", help="quantise the graph with ONNX Runtime (dynamic INT8)")
     export.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     export.set_defaults(func=run_export)

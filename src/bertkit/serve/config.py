@@ -36,6 +36,8 @@ class ServeConfig:
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_queue", "max_items"):
             if getattr(self, name) < 1:
                 raise BertkitError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.port <= 65535:
+            raise BertkitError(f"--port must be 0..65535, got {self.port}")
         if self.max_wait_ms < 0:
             raise BertkitError(f"--max-wait-ms must be >= 0, got {self.max_wait_ms}")
         return self
