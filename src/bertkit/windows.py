@@ -194,8 +194,10 @@ def embed_in_windows(bert, texts: Sequence[str], pairs: Sequence[str] | None, la
             ids = [cls, *pieces[start: start + length], sep]
             windows.append(SimpleNamespace(input_ids=ids, token_type_ids=[0] * len(ids)))
             owners.append(t)
+    from bertkit.precision import autocast
+
     rows: list = [None] * len(windows)
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast(bert.precision, bert.device):
         for indices, ids, types, mask in bert._batches(windows, batch_size, progress, "embed"):
             features = bert.features(ids, types, mask, layers, combine)
             weights = mask.unsqueeze(-1).to(features.dtype)
