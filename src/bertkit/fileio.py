@@ -8,7 +8,17 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bertkit.errors import DataFormatError
+from bertkit.errors import BertkitError, DataFormatError
+
+
+def default_file_mode() -> int:
+    """The mode ``open()`` would give a new file (0o666 less the umask, usually 0o644).
+
+    ``tempfile.mkstemp`` creates files readable by their owner only; the files bertkit writes
+    (models, data, results) are meant to be shared like any other output."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 @contextlib.contextmanager
@@ -21,6 +31,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, default_file_mode())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
             f.flush()
@@ -47,6 +58,7 @@ class _AtomicPath:
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.fchmod(fd, default_file_mode())
         os.close(fd)
         self.tmp = Path(tmp)
         return self.tmp
@@ -62,6 +74,31 @@ class _AtomicPath:
         return False
 
 
+def check_writable(path: str | Path, what: str = "output", directory: bool = False) -> Path:
+    """Make sure ``path`` (a file, or a directory when ``directory``) can be written, before any
+    work is done: create its parent folders and test write access; raise :class:`BertkitError`
+    naming ``path`` otherwise. Creates no file."""
+    path = Path(path)
+    folder = path if directory else path.parent
+    if not directory and path.is_dir():
+        raise BertkitError(f"{path}: the {what} is a directory; give a file name")
+    if directory and path.exists() and not path.is_dir():
+        raise BertkitError(f"{path}: the {what} directory is a file")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise BertkitError(f"{path}: cannot create the {what}: a part of the path is a file, "
+                           "not a directory") from None
+    except NotADirectoryError:
+        raise BertkitError(f"{path}: cannot create the {what}: a part of the path is a file, "
+                           "not a directory") from None
+    except OSError as e:
+        raise BertkitError(f"{path}: cannot create the {what} ({e.strerror})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BertkitError(f"{path}: cannot write the {what}: {folder} is not writable")
+    return path
+
+
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file.
 
@@ -75,5 +112,6 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", number) from None
+                raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start + 1} "
+                                            "of the line)", number) from None
             yield number, text.rstrip("\r\n")

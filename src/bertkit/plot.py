@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_path
+from bertkit.fileio import atomic_path, check_writable
 from bertkit.runlog import read_log
 
 PANELS = {
@@ -48,6 +48,7 @@ def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
     fig.suptitle(run.name if run.is_dir() else run.parent.name)
     fig.tight_layout()
     out = Path(out) if out else log.parent / "curves.png"
+    check_writable(out, "plot")
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)

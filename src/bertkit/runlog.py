@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from bertkit.errors import DataFormatError
+
 
 def _fmt(value) -> str:
     if isinstance(value, float):
@@ -35,6 +37,18 @@ class RunLogger:
 
 
 def read_log(path: str | Path) -> list[dict]:
-    """Read back the records of a JSONL log (blank lines ignored)."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """Read back the records of a JSONL log (blank lines ignored).
+
+    A torn last line (the process was killed while appending it) is dropped; a bad line
+    anywhere else raises :class:`DataFormatError` naming the file and line."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [(number, line) for number, line in enumerate(f, start=1) if line.strip()]
+    records = []
+    for i, (number, line) in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:
+                break  # torn by a kill mid-write: the record was never complete
+            raise DataFormatError(path, f"not a JSON record ({e.msg})", number) from None
+    return records

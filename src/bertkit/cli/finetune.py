@@ -237,8 +237,13 @@ def run_evaluate(args) -> int:
     """Handler of ``evaluate``: ``split key=value ...`` lines, then the JSON."""
     from pathlib import Path
 
+    from bertkit.fileio import check_writable
     from bertkit.tasks.finetune import evaluate_sets, load_eval_sets, write_predictions
 
+    if args.output:
+        check_writable(args.output, "--output")
+    if args.predictions:
+        check_writable(args.predictions, "--predictions directory", directory=True)
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)
         results = {}
@@ -261,9 +266,11 @@ def run_evaluate(args) -> int:
 
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
-    from bertkit.fileio import atomic_write
+    from bertkit.fileio import atomic_write, check_writable
     from bertkit.tasks.finetune import featurize, run_model
     from bertkit.tasks.formats.base import iter_jsonl
+
+    check_writable(args.output, "--output")
 
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)

@@ -9,7 +9,8 @@ import sys
 
 import bertkit
 import bertkit.cli
-from bertkit.errors import BertkitError
+from bertkit.cli.boundary import install_warning_format, run_guarded
+from bertkit.cli.parsing import accept_negative_numbers
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="BERT end to end: tokenizer, model, pre-training, fine-tuning.",
     )
     parser.add_argument("--version", action="version", version=f"bertkit {bertkit.__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, also print the Python traceback (for bug reports; "
+                             "the environment variable BERTKIT_DEBUG=1 does the same)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(bertkit.cli.__path__), key=lambda m: m.name):
         if info.name == "main":
@@ -25,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"bertkit.cli.{info.name}")
         if hasattr(module, "register"):
             module.register(subparsers)
+    accept_negative_numbers(parser)
     return parser
 
 
@@ -37,15 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        result = args.func(args)
-    except (BertkitError, FileNotFoundError) as e:
-        print(f"bertkit: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bertkit: interrupted", file=sys.stderr)
-        return 130
-    return int(result or 0)
+    install_warning_format()
+    return run_guarded(args.func, args, debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def read_inputs(path: str, text_column: str | None, pair_column: str | None):
 def run_embed(args) -> int:
     import numpy as np
 
-    from bertkit.fileio import atomic_path, atomic_write
+    from bertkit.fileio import atomic_path, atomic_write, check_writable
 
     try:
         layers = [int(x) for x in args.layers.split(",") if x.strip()]
@@ -148,6 +148,7 @@ def run_embed(args) -> int:
         raise BertkitError(f"--output must end in .npy or .jsonl, got {output.name}")
     if output.suffix == ".npy" and args.pool == "none":
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
+    check_writable(output, "--output")
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     try:
@@ -184,6 +185,9 @@ def run_convert(args) -> int:
         if args.model_class not in TASK_MODELS:
             raise BertkitError(f"unknown --model-class {args.model_class}; choose from {', '.join(TASK_MODELS)}")
         model_class = TASK_MODELS[args.model_class]
+    from bertkit.fileio import check_writable
+
+    check_writable(args.target, "target model directory", directory=True)
     model = load_pretrained(args.source, model_class)
     tokenizer = load_tokenizer(args.source, args.vocab)
     check_vocabulary(tokenizer, model, args.source)

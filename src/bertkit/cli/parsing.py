@@ -13,4 +13,18 @@ def accept_negative_lists(parser: argparse.ArgumentParser) -> None:
     pattern of this parser (which has no option that looks like a number) to comma lists.
     """
     if hasattr(parser, "_negative_number_matcher"):
-        parser._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$|^-\d*\.\d+$")
+        parser._negative_number_matcher = _NEGATIVE
+
+
+# a negative number (``-2``, ``-.5``, ``-1e-4``) or a comma list of negative integers
+_NEGATIVE = re.compile(r"^-\d+(,-?\d+)*$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
+    """Let ``--lr -1e-4`` parse as a value (argparse's own pattern misses the exponent form),
+    on ``parser`` and every sub-command parser below it, so a range check can name the option."""
+    accept_negative_lists(parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                accept_negative_numbers(sub)

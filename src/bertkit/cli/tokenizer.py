@@ -68,7 +68,8 @@ def run_tokenize(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bertkit.fileio import read_lines
+    from bertkit.errors import BertkitError
+    from bertkit.fileio import check_writable, read_lines
     from bertkit.tokenizer.train import count_words, tokens_per_word, train_wordpiece
 
     def lines():
@@ -76,7 +77,11 @@ def run_train(args: argparse.Namespace) -> int:
             for _, line in read_lines(path):
                 yield line
 
+    check_writable(args.output, "--output vocabulary")
     counts = count_words(lines(), lowercase=not args.cased)
+    if not counts:
+        raise BertkitError(f"{', '.join(args.corpus)}: the corpus holds no words; "
+                           "cannot train a vocabulary on it")
     vocab = train_wordpiece(counts, args.vocab_size, min_frequency=args.min_frequency)
     vocab.save(args.output)
     print(f"wrote {args.output}: {len(vocab)} tokens; "
