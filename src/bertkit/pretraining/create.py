@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 import random
 import sys
 from collections import deque
@@ -189,14 +191,40 @@ def _results(chunks, job: _Job, workers: int):
         for chunk in chunks:
             yield process_chunk(chunk, job)
         return
-    with multiprocessing.get_context().Pool(workers) as pool:
+    # An executor, not a Pool: when a worker dies (killed, out of memory) a Pool starts a new one
+    # and waits forever for the lost chunk; the executor fails every pending result instead.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context())
+    try:
         window: deque = deque()
         for chunk in chunks:
-            window.append(pool.apply_async(process_chunk, (chunk, job)))
+            window.append(pool.submit(process_chunk, chunk, job))
             if len(window) >= 2 * workers:
-                yield window.popleft().get()
+                yield _chunk_result(window.popleft())
         while window:
-            yield window.popleft().get()
+            yield _chunk_result(window.popleft())
+    finally:
+        _stop_pool(pool)
+
+
+def _chunk_result(future):
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise BertkitError(
+            "a pretrain-data worker process died (killed, or out of memory?); the other workers "
+            "were stopped and no meta.json was written: run the command again, with fewer "
+            "--workers or a smaller --chunk-sentences if memory is short") from None
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Shut ``pool`` down now: pending chunks cancelled, running workers terminated."""
+    processes = list(getattr(pool, "_processes", {}).values())  # before shutdown forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
 
 
 def _sha256(path: Path) -> str:
