@@ -326,6 +326,7 @@ def _meta(settings, job, tok, vocab_file, inputs, shards, totals) -> dict:
         "vocab_size": len(tok),
         "vocab_file": vocab_file.name,
         "vocab_sha256": _sha256(vocab_file),
+        "vocab_fingerprint": tok.vocab.fingerprint(),
         "input_ids_dtype": job.ids_dtype,
         "pad_id": tok.pad_token_id,
         "cls_id": tok.cls_token_id,

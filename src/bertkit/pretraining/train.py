@@ -50,6 +50,7 @@ from bertkit.training import (
 )
 from bertkit.training import distributed as dist
 from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
+from bertkit.training.divergence import SkipWatch
 from bertkit.training.prefetch import prefetch
 
 
@@ -195,6 +196,15 @@ class _Run:
             self.logger.log(**record)
             bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}")
             self._tensorboard(record)
+        self._check_divergence(trainer, record["skipped_steps"])
+
+    def _check_divergence(self, trainer: TrainStep, skipped: int) -> None:
+        """Stop with a clear error when every step of a log interval was skipped (NaN/inf);
+        the watch starts at this process's first log point."""
+        if getattr(self, "_skips", None) is None:
+            self._skips = SkipWatch(self.step, skipped, trainer.scaler.is_enabled())
+        else:
+            self._skips.check(self.step, skipped, self.config.lr)
 
     def _tensorboard(self, record: dict) -> None:
         if self.tb is not None:

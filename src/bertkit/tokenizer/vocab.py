@@ -43,6 +43,13 @@ class Vocab:
             tokens.pop()
         return cls(tokens, source=str(path))
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the token list in id order: equal exactly when every id means the same token
+        (a copy, or another line ending, gives the same fingerprint; another order does not)."""
+        import hashlib
+
+        return hashlib.sha256("\n".join(self.tokens).encode("utf-8")).hexdigest()
+
     def save(self, path: str | Path) -> None:
         with atomic_write(path) as f:
             for token in self.tokens:
