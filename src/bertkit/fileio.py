@@ -99,6 +99,18 @@ def check_writable(path: str | Path, what: str = "output", directory: bool = Fal
     return path
 
 
+def remove_temp_files(directory: str | Path) -> list[Path]:
+    """Remove the dot-temp files (``.NAME.XXXX.tmp``) that :func:`atomic_write` and
+    :func:`atomic_path` leave behind when the process is killed mid-write; return them."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = [p for p in directory.glob(".*.tmp") if p.is_file()]
+    for path in removed:
+        path.unlink(missing_ok=True)
+    return removed
+
+
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file.
 

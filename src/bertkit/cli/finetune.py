@@ -73,6 +73,12 @@ def register(subparsers) -> None:
                     "model directory in --out, with log.jsonl, results.json and dev predictions.")
     _common(ft)
     ft.add_argument("--out", required=True, metavar="DIR", help="output model directory")
+    again = ft.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the unfinished run in --out after its last finished epoch "
+                            "(same settings; ends with the weights of an uninterrupted run)")
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace the run already in --out (default: refuse)")
     ft.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default 2e-5)")
     ft.add_argument("--batch-size", type=int, default=32, help="training batch size (default 32)")
     ft.add_argument("--epochs", type=int, default=3, help="epochs (default 3)")
@@ -197,7 +203,8 @@ def run_finetune(args) -> int:
             weight_decay=args.weight_decay, dropout=args.dropout, max_grad_norm=args.max_grad_norm,
             eval_batch=args.eval_batch_size, device=args.device, precision=args.precision,
             log_every=args.log_every, progress=args.progress, select=args.select,
-            max_train_examples=args.max_train_examples)
+            max_train_examples=args.max_train_examples, resume=args.resume,
+            overwrite=args.overwrite)
         runs, best = finetune(task, args.model, args.data, args.out, cfg, tokenizer=tokenizer)
     print(format_table(runs, task.main_metric))
     print(f"best: {task.main_metric}={best.metrics[task.main_metric]:.4f} (lr={best.hyper.lr:g} "
@@ -225,8 +232,17 @@ def _device(args):
 def _setup_trained(args):
     """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
     from bertkit.inference import check_vocabulary
+    from bertkit.tasks.run_dir import unfinished_note
 
     task, tokenizer, entry = _setup(args, for_training=False)
+    note = unfinished_note(args.model)
+    if note:
+        print(f"bertkit: warning: {note}", file=sys.stderr)
+    trained_on = entry.get("task")
+    if trained_on and trained_on != task.name:
+        print(f"bertkit: warning: {args.model} was fine-tuned on {trained_on}, not {task.name}; "
+              "its labels fit, so it is scored anyway, but the figures measure a model of "
+              "another task", file=sys.stderr)
     model = _load_model(task, args)
     check_vocabulary(tokenizer, model, args.model)
     device, precision = _device(args)

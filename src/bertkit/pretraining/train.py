@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_write
+from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
@@ -114,6 +114,9 @@ class _Run:
         if latest is not None and not self.config.resume:
             raise BertkitError(f"{self.out} already holds checkpoints ({latest.name}): pass "
                                "--resume to continue that run or choose another --out")
+        if self.ctx.is_main:  # temp files of a run killed mid-write: never read, only space
+            for folder in (self.checkpoints.directory, self.out / "model"):
+                remove_temp_files(folder)
         if latest is None:
             if self.config.resume and self.ctx.is_main:
                 self.logger.log(step=0, event="resume", note="no checkpoint yet: starting fresh")

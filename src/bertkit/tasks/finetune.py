@@ -46,6 +46,7 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.fileio import atomic_write
 from bertkit.runlog import RunLogger
 from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.run_dir import RunDir
 from bertkit.training import (
     TrainStep,
     autocast,
@@ -111,6 +112,8 @@ class FinetuneConfig:
     select: str = "best"
     max_train_examples: int | None = None
     bucket: int = 50
+    resume: bool = False  # go on after the last finished epoch of the run in out_dir
+    overwrite: bool = False  # replace a finished (or unfinished) run in out_dir
 
 
 @dataclass
@@ -279,9 +282,15 @@ def seed_everything(seed: int) -> None:
 
 def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
               cfg: FinetuneConfig, logger: RunLogger,
-              on_epoch: Callable[[Any, int, dict, list], None]) -> RunResult:
+              on_epoch: Callable[[Any, int, dict, list], None],
+              resume: dict | None = None,
+              on_epoch_end: Callable[[dict], None] | None = None) -> RunResult:
     """Fine-tune one grid point from ``model_dir``; ``on_epoch(model, epoch, metrics, raw)``
-    is called after every epoch's evaluation (the caller keeps the best model)."""
+    is called after every epoch's evaluation (the caller keeps the best model).
+
+    ``on_epoch_end(state)`` then receives the training state after that epoch (model,
+    optimizer, scheduler, RNG, step, history); passing such a ``resume`` state goes on from
+    it, to the same weights an uninterrupted run reaches."""
     started = time.perf_counter()
     device = pick_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
@@ -297,8 +306,15 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
     step_fn = TrainStep(model, optimizer, scheduler, device=device, precision=precision,
                         max_grad_norm=cfg.max_grad_norm)
     run = asdict(hyper)
-    history, step = [], 0
-    for epoch in range(1, hyper.epochs + 1):
+    history, step, first_epoch = [], 0, 1
+    if resume is not None:
+        from bertkit.training.checkpoint import restore_training_state
+
+        restore_training_state(resume, model=model, optimizer=optimizer, scheduler=scheduler,
+                               scaler=step_fn.scaler, source="fine-tuning resume state")
+        history, step = list(resume["extra"]["history"]), int(resume["step"])
+        first_epoch = int(resume["extra"]["epoch"]) + 1
+    for epoch in range(first_epoch, hyper.epochs + 1):
         model.train()
         rng = np.random.default_rng([hyper.seed, epoch])
         loss_sum, loss_n = torch.zeros((), dtype=torch.float64), 0
@@ -318,6 +334,13 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
         history.append(metrics)
         logger.log(event="eval", **run, epoch=epoch, **metrics)
         on_epoch(model, epoch, metrics, raw)
+        if on_epoch_end is not None:
+            from bertkit.training.checkpoint import capture_training_state
+
+            on_epoch_end(capture_training_state(
+                model=model, optimizer=optimizer, scheduler=scheduler, scaler=step_fn.scaler,
+                step=step, data_position={}, config={},
+                extra={"epoch": epoch, "history": history}))
     main = task.main_metric
     chosen = (max(range(len(history)), key=lambda i: _score(history[i], main))
               if cfg.select == "best" else len(history) - 1)
@@ -335,7 +358,9 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     if cfg.select not in ("best", "last"):
         raise BertkitError(f"select must be 'best' or 'last', got {cfg.select!r}")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir(out_dir)
+    run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
+    saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
     logger = logger or RunLogger(out_dir / "log.jsonl")
     tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
     vocab_size = load_config(model_dir).vocab_size
@@ -349,11 +374,17 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     train = featurize(task, examples, tokenizer, cfg.max_seq_length, True, "train", logger)
     sets = load_eval_sets(task, data_dir, tokenizer, cfg.max_seq_length, logger=logger)
     points = grid_points(cfg)
-    logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
+    if saved is None:
+        logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
                train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
                grid_points=len(points), max_seq_length=cfg.max_seq_length)
     best: dict[str, Any] = {"score": -math.inf}
     main = task.main_metric
+    runs: list[RunResult] = []
+    if saved is not None:
+        best.update(saved["best"])
+        runs = [_from_row(row) for row in saved["runs"]]
+        logger.log(event="resume", run=saved["run"], epoch=saved["epoch"])
 
     def keep_if_best(model, hyper: Hyper, epoch: int, metrics: dict, raw: list, final: bool) -> None:
         score = _score(metrics, main)
@@ -364,14 +395,33 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
                   "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
         extra = task.config_entries()
         extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
-        save_pretrained(model, out_dir, tokenizer=tokenizer, extra_config=extra)
-        write_predictions(task, sets, raw, out_dir)
+        staging = run_dir.staging()  # the whole model directory, then swapped in
+        save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)
+        write_predictions(task, sets, raw, staging)
+        run_dir.publish()
 
-    runs = []
+    def save_state(n: int, hyper: Hyper, state: dict) -> None:
+        epoch = state["extra"]["epoch"]
+        state["extra"].update(run=n, settings=_settings(task, cfg), runs=[_row(r) for r in runs],
+                              best={k: (asdict(v) if isinstance(v, Hyper) else v)
+                                    for k, v in best.items()},
+                              log_lines=_count_lines(out_dir / "log.jsonl"))
+        run_dir.save_state(state)
+        run_dir.mark_unfinished(task=task.name, run=n, runs=len(points), epochs_done=epoch,
+                                epochs=hyper.epochs)
+
+    run_dir.mark_unfinished(task=task.name, run=saved["run"] if saved else 1, runs=len(points),
+                            epochs_done=saved["epoch"] if saved else 0, epochs=points[0].epochs)
     for n, hyper in enumerate(points, 1):
-        logger.log(event="run_start", run=n, runs=len(points), **asdict(hyper))
+        if saved is not None and n < saved["run"]:
+            continue  # finished before the interruption: its result came back with the state
+        resume = saved["state"] if saved is not None and n == saved["run"] else None
+        if resume is None:
+            logger.log(event="run_start", run=n, runs=len(points), **asdict(hyper))
         result = train_one(task, model_dir, train, sets, hyper, cfg, logger,
-                           lambda m, e, met, raw, h=hyper: keep_if_best(m, h, e, met, raw, e == h.epochs))
+                           lambda m, e, met, raw, h=hyper: keep_if_best(m, h, e, met, raw, e == h.epochs),
+                           resume=resume,
+                           on_epoch_end=lambda state, n=n, h=hyper: save_state(n, h, state))
         if n == 1 and getattr(task, "load_notes", None):
             logger.log(event="model_notes", notes=task.load_notes)
         runs.append(result)
@@ -382,12 +432,56 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     with atomic_write(out_dir / "results.json") as f:
         json.dump({"task": task.name, "main_metric": main, "select": cfg.select,
                    "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
+    run_dir.finish()
     return runs, chosen
 
 
 def _row(r: RunResult) -> dict:
     return {**asdict(r.hyper), "epoch": r.epoch, "seconds": round(r.seconds, 1),
             "metrics": r.metrics, "history": r.history}
+
+
+def _from_row(row: dict) -> RunResult:
+    hyper = Hyper(**{k: row[k] for k in ("lr", "batch", "epochs", "seed")})
+    return RunResult(hyper, row["metrics"], row["epoch"], row["history"], row["seconds"])
+
+
+def _settings(task: Task, cfg: FinetuneConfig) -> str:
+    """What a resumed run must share with the interrupted one (JSON, for comparison)."""
+    skip = {"progress", "resume", "overwrite", "device", "log_every"}
+    values = {k: v for k, v in asdict(cfg).items() if k not in skip}
+    return json.dumps({"task": task.name, **values}, sort_keys=True, default=str)
+
+
+def _count_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _resume_state(run_dir: RunDir, task: Task, cfg: FinetuneConfig) -> dict:
+    """The saved state of the run in ``run_dir``, checked against these settings; the log is
+    cut back to the records written up to that state."""
+    state = run_dir.load_state()
+    extra = state["extra"]
+    before, now = json.loads(extra["settings"]), json.loads(_settings(task, cfg))
+    changed = [f"{k} was {before.get(k)!r}, now {now.get(k)!r}" for k in now if before.get(k) != now.get(k)]
+    if changed:
+        raise BertkitError(f"{run_dir.out}: the run was started with other settings ("
+                           f"{'; '.join(changed)}); resume with the same ones, or start over "
+                           "with --overwrite")
+    log = run_dir.out / "log.jsonl"
+    if log.is_file():
+        with open(log, "rb") as f:
+            lines = f.readlines()[: extra["log_lines"]]
+        with atomic_write(log, "wb") as f:
+            f.writelines(lines)
+    best = dict(extra["best"])
+    if isinstance(best.get("hyper"), dict):
+        best["hyper"] = Hyper(**best["hyper"])
+    return {"run": extra["run"], "epoch": extra["epoch"], "state": state, "best": best,
+            "runs": extra["runs"]}
 
 
 def format_table(runs: Sequence[RunResult], main_metric: str) -> str:
