@@ -144,10 +144,9 @@ def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{directory / SAFETENSORS_FILE}: unreadable ({e})") from None
     if (directory / TORCH_FILE).is_file():
-        try:
-            state = torch.load(directory / TORCH_FILE, map_location="cpu", weights_only=True)
-        except Exception as e:  # pickle and zip errors have no common base
-            raise CheckpointError(f"{directory / TORCH_FILE}: unreadable ({e})") from None
+        from bertkit.fileio import safe_torch_load
+
+        state = safe_torch_load(directory / TORCH_FILE, "weights file")
         if not isinstance(state, dict):
             raise CheckpointError(f"{directory / TORCH_FILE}: does not hold a state dict")
         return state
@@ -282,8 +281,16 @@ def save_pretrained(
             f"{model.config.vocab_size}"
         )
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in to_hf_state_dict(model).items()}
-    with atomic_path(directory / SAFETENSORS_FILE) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "pt"})
+    from bertkit.fileio import is_disk_full
+
+    try:
+        with atomic_path(directory / SAFETENSORS_FILE) as tmp:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        raise CheckpointError(f"{directory / SAFETENSORS_FILE}: no space left on device (the disk "
+                              "is full) while writing the model; nothing was replaced") from None
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
     with atomic_write(directory / CONFIG_FILE) as f:

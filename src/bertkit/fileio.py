@@ -111,6 +111,50 @@ def remove_temp_files(directory: str | Path) -> list[Path]:
     return removed
 
 
+def is_disk_full(e: BaseException) -> bool:
+    """Whether ``e`` is (or wraps) a full disk: ENOSPC/EDQUOT, or the texts torch's zip writer
+    (``unexpected pos``), safetensors and numpy (``N requested and M written``) give."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(e)
+    return ("No space left on device" in text or "Disk quota exceeded" in text
+            or ("unexpected pos" in text and "inline_container" in text)
+            or ("requested and" in text and "written" in text))
+
+
+def safe_torch_load(path: str | Path, what: str = "file"):
+    """``torch.load(path, weights_only=True)`` on the CPU, with errors a user can act on.
+
+    A pickle holding anything but tensors and plain values is refused (its code never runs)
+    with :class:`CheckpointError` saying so and how to convert a trusted file to safetensors;
+    any other failure names the file."""
+    import pickle
+    import warnings
+
+    import torch
+
+    from bertkit.errors import CheckpointError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's own advice (weights_only=False) is not ours
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # pickle and zip errors have no common base
+        text = str(e)
+        if isinstance(e, pickle.UnpicklingError) or "Weights only load failed" in text:
+            raise CheckpointError(
+                f"{path}: not loaded, for safety: this {what} holds Python objects other than "
+                "tensors, which could run code when loaded. If you trust its source, convert it "
+                "once to safetensors in Python: state = torch.load(PATH, weights_only=False); "
+                "safetensors.torch.save_file(state, 'model.safetensors')") from None
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        raise CheckpointError(f"{path}: unreadable {what} ({first})") from None
+
+
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file.
 

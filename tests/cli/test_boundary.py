@@ -122,3 +122,42 @@ def test_torn_last_log_line_is_dropped_and_a_bad_middle_line_named(tmp_path):
     log.write_text('{"step": 1}\n{"st\n{"step": 3}\n')
     with pytest.raises(DataFormatError, match=r"log.jsonl:2"):
         read_log(log)
+
+
+def test_a_pickle_with_code_is_refused_with_a_safety_message(tmp_path):
+    import pickle
+
+    from bertkit.errors import CheckpointError
+    from bertkit.fileio import safe_torch_load
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "PWNED"),))
+
+    path = tmp_path / "pytorch_model.bin"
+    path.write_bytes(pickle.dumps({"w": Evil()}))
+    with pytest.raises(CheckpointError) as info:
+        safe_torch_load(path, "weights file")
+    message = str(info.value)
+    assert "not loaded, for safety" in message and "safetensors" in message
+    assert "weights_only set to False" not in message and "Re-running" not in message
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_full_disk_during_a_checkpoint_names_the_file_and_the_intact_one(tmp_path, monkeypatch):
+    import torch
+
+    from bertkit.errors import CheckpointError
+    from bertkit.training import CheckpointManager
+
+    manager = CheckpointManager(tmp_path)
+    manager.save({"x": torch.zeros(2)}, 2)
+
+    def full(obj, f):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 3130304 vs 3130192")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(CheckpointError, match=r"step-00000004.pt: no space left on device.*"
+                                              r"step-00000002.pt, is intact"):
+        manager.save({"x": torch.zeros(2)}, 4)
+    assert [p.name for p in tmp_path.iterdir()] == ["step-00000002.pt"]

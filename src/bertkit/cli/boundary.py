@@ -16,6 +16,7 @@ import traceback
 import warnings
 
 from bertkit.errors import BertkitError
+from bertkit.fileio import is_disk_full
 
 MAX_MESSAGE_CHARS = 1000  # errors that quote inputs (a 5 MB line) are cut to this
 
@@ -53,15 +54,6 @@ def describe_os_error(e: OSError) -> str:
     return f"{where}{reason}"
 
 
-def is_disk_full(e: BaseException) -> bool:
-    """Whether ``e`` is (or wraps) a full disk: ENOSPC, or the messages torch/safetensors give."""
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(e)
-    return "No space left on device" in text or ("unexpected pos" in text and "inline_container" in text) \
-        or ("requested and" in text and "written" in text)
-
-
 def format_warning(message, category, filename, lineno, line=None) -> str:
     """Warnings as ``bertkit: warning: ...``, without the source file and line of the caller."""
     return f"bertkit: warning: {cut(str(message))}\n"
@@ -85,14 +77,20 @@ def run_guarded(func, args, debug: bool = False) -> int:
         return _fail(str(e), debug)
     except OSError as e:
         return _fail(describe_os_error(e), debug)
-    except (ValueError, TypeError, RuntimeError, MemoryError) as e:
-        if is_disk_full(e):
-            return _fail(f"no space left on device (the disk is full): {e}", debug)
+    except Exception as e:  # disk full comes in many types (torch, safetensors, numpy)
+        if not is_disk_full(e):
+            return _other(e, debug)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return _fail(f"no space left on device (the disk is full): {first}; free some space "
+                     "and run again", debug)
+
+
+def _other(e: Exception, debug: bool) -> int:
+    if isinstance(e, ValueError | TypeError | RuntimeError | MemoryError):
         hint = "" if debug else "; run with --debug for the traceback"
         return _fail(f"{e} ({type(e).__name__}{hint})", debug)
-    except Exception as e:  # the last line of defence before a traceback
-        return _fail(f"internal error: {type(e).__name__}: {e}; this is a bug, please report it "
-                     f"with the output of the same command run with --debug", debug)
+    return _fail(f"internal error: {type(e).__name__}: {e}; this is a bug, please report it "
+                 "with the output of the same command run with --debug", debug)
 
 
 def _fail(message: str, debug: bool) -> int:

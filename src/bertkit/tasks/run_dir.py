@@ -149,14 +149,9 @@ class RunDir:
             torch.save(state, tmp)
 
     def load_state(self) -> dict[str, Any]:
-        import torch
+        from bertkit.fileio import safe_torch_load
 
-        path = self.out / STATE
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # unpickling errors come in many types
-            raise BertkitError(f"{path}: unreadable resume state ({e}); start over with "
-                               "--overwrite") from None
+        return safe_torch_load(self.out / STATE, "resume state")
 
     # ------------------------------------------------------------------ cleaning
     def remove_temp_files(self) -> None:
