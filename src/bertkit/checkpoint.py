@@ -214,6 +214,11 @@ def load_hf_weights(model: BertPreTrainedModel, checkpoint: dict[str, torch.Tens
                 f"{source}: tensor {name} has shape {tuple(tensor.shape)}, "
                 f"the model expects {tuple(expected[name].shape)}"
             )
+    bad = [name for name, tensor in checkpoint.items()
+           if name in expected and tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        raise CheckpointError(f"{source}: {len(bad)} tensor(s) hold NaN or infinite values (e.g. "
+                              f"{bad[0]}): the weights are broken (a diverged run?)")
     missing = sorted(set(expected) - set(checkpoint))
     unexpected = sorted(set(checkpoint) - set(expected))
     if not set(expected) & set(checkpoint):
