@@ -28,6 +28,8 @@ class Vocab:
                     source, f"duplicate token {token!r} (first on line {first})", index + 1
                 )
             self.token_to_id[token] = index
+        if not self.tokens:
+            raise DataFormatError(source, "the vocabulary is empty (one token per line expected)")
         missing = [t for t in SPECIAL_TOKENS if t not in self.token_to_id]
         if missing:
             raise DataFormatError(source, f"vocabulary lacks the special tokens {' '.join(missing)}")
