@@ -11,6 +11,13 @@ from tqdm.auto import tqdm
 from bertkit.errors import DataFormatError
 
 
+def bar_disabled(progress: bool | None) -> bool | None:
+    """tqdm's ``disable`` for a ``progress`` setting: True shows bars, False hides them, None
+    (the default everywhere) shows them only when stderr is a terminal, so redirected logs
+    stay free of bar updates."""
+    return None if progress is None else not progress
+
+
 def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"

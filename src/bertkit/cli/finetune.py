@@ -15,7 +15,7 @@ import json
 import sys
 import warnings
 
-from bertkit.cli.parsing import accept_negative_lists
+from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 
 _GENERIC = (
@@ -55,8 +55,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                         help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU)")
     parser.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                        help="no progress bars (default: bars on a terminal)")
+    add_progress_flag(parser)
     parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                         help="task option (value parsed as JSON when it can be), repeatable")
     group = parser.add_argument_group("generic tasks (text-classification, regression, ...)")
@@ -296,7 +295,7 @@ def run_predict(args) -> int:
         examples = task.read_input(args.input)
         features = featurize(task, examples, tokenizer, _max_len(args, entry, task), False, "input")
         outputs = run_model(task, model, features, args.batch_size, device, precision,
-                            True if args.progress is None else args.progress, desc="predict")
+                            args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
         if len(predictions) != len(records):
             raise BertkitError(f"{args.input}: {len(records)} records but {len(predictions)} "

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bertkit.cli.parsing import accept_negative_lists
+from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 
 
@@ -28,6 +28,7 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
                         help="token limit per input (default: the model's max_position_embeddings)")
     parser.add_argument("--on-overflow", choices=["truncate", "error"], default="truncate",
                         help="longer inputs: truncate with a warning (default) or fail")
+    add_progress_flag(parser)
 
 
 
@@ -86,7 +87,7 @@ def run_fill_mask(args) -> int:
     bert = _load(args)
     results = bert.fill_mask(texts, top_k=args.top_k, batch_size=args.batch_size,
                              max_length=args.max_length, on_overflow=args.on_overflow,
-                             progress=bool(args.input))
+                             progress=args.progress if args.input else False)
     for text, masks in zip(texts, results):
         if args.json:
             print(json.dumps({"text": text, "masks": masks}, ensure_ascii=False))
@@ -154,7 +155,8 @@ def run_embed(args) -> int:
     try:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,
                                       batch_size=args.batch_size, max_length=args.max_length,
-                                      on_overflow=args.on_overflow, progress=True, return_tokens=True)
+                                      on_overflow=args.on_overflow, progress=args.progress,
+                                      return_tokens=True)
     except ValueError as e:
         raise BertkitError(str(e)) from None
     if output.suffix == ".npy":

@@ -46,7 +46,7 @@ HELP = {
     "eval_batches": "batches per evaluation",
     "resume": "continue from the newest checkpoint in --out",
     "tensorboard": "also write TensorBoard scalars (if installed)",
-    "progress": "show a progress bar",
+    "progress": "progress bar on stderr (default: only on a terminal)",
 }
 CHOICES = {
     "objective": ("mlm+nsp", "mlm", "ltr"),

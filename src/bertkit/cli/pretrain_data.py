@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from bertkit.cli.parsing import add_progress_flag
 import time
 
 
@@ -48,7 +50,7 @@ def register(subparsers) -> None:
     p.add_argument("--chunk-sentences", type=int, default=20_000,
                    help="sentences per chunk of documents: the unit of parallel work and of the "
                         "pool NotNext documents are drawn from (changes the output)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_flag(p, "--quiet")
     p.set_defaults(func=run)
 
 
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     meta = create_pretraining_data(
         args.input, args.vocab, args.output, settings,
-        workers=args.workers, shard_size=args.shard_size, progress=not args.quiet,
+        workers=args.workers, shard_size=args.shard_size, progress=args.progress,
     )
     elapsed = time.perf_counter() - start
     print(format_summary(meta, elapsed))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from bertkit.cli.parsing import add_progress_flag
 import json
 
 
@@ -33,6 +35,7 @@ def register(subparsers) -> None:
     train.add_argument("--cased", action="store_true", help="keep case and accents")
     train.add_argument("--min-frequency", type=int, default=2,
                        help="never merge a pair seen fewer times (default: 2)")
+    add_progress_flag(train)
     train.set_defaults(func=run_train)
     group.set_defaults(func=lambda args: group.print_help() or 2)
 
@@ -78,11 +81,12 @@ def run_train(args: argparse.Namespace) -> int:
                 yield line
 
     check_writable(args.output, "--output vocabulary")
-    counts = count_words(lines(), lowercase=not args.cased)
+    counts = count_words(lines(), lowercase=not args.cased, progress=args.progress)
     if not counts:
         raise BertkitError(f"{', '.join(args.corpus)}: the corpus holds no words; "
                            "cannot train a vocabulary on it")
-    vocab = train_wordpiece(counts, args.vocab_size, min_frequency=args.min_frequency)
+    vocab = train_wordpiece(counts, args.vocab_size, min_frequency=args.min_frequency,
+                            progress=args.progress)
     vocab.save(args.output)
     print(f"wrote {args.output}: {len(vocab)} tokens; "
           f"{tokens_per_word(vocab, counts):.3f} tokens per corpus word")

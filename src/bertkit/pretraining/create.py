@@ -41,6 +41,7 @@ from bertkit.pretraining.shards import (
     remove_stale_files,
     write_meta,
 )
+from bertkit.runlog import bar_disabled
 
 MASK_BLOCK = 4096  # rows masked at once (part of the output's definition: keep it fixed)
 STAT_KEYS = ("documents", "sentences", "instances", "tokens", "is_next", "predictions", "candidates")
@@ -243,7 +244,7 @@ def create_pretraining_data(
     *,
     workers: int = 1,
     shard_size: int = 100_000,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> dict:
     """Write pre-training data for ``inputs`` into ``output_dir``; return the ``meta.json`` dict.
 
@@ -285,7 +286,7 @@ def create_pretraining_data(
     writer = ShardWriter(output, shard_size, fields)
     totals = dict.fromkeys(STAT_KEYS, 0)
     chunks = iter_chunks(iter_documents(inputs, settings.split_sentences), settings.chunk_sentences)
-    bar = tqdm(unit="doc", desc="pretrain-data", disable=not progress, file=sys.stderr)
+    bar = tqdm(unit="doc", desc="pretrain-data", disable=bar_disabled(progress), file=sys.stderr)
     with bar:
         for rows, stats in _results(chunks, job, workers):
             if stats["documents"] < 2 and not rows:

@@ -32,7 +32,7 @@ from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
-from bertkit.runlog import RunLogger, read_log
+from bertkit.runlog import RunLogger, bar_disabled, read_log
 from bertkit.training import (
     CheckpointManager,
     EpochBatches,
@@ -271,7 +271,7 @@ class _Run:
         trainer.model = self._train_model()
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
-                   disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
+                   disable=True if not ctx.is_main else bar_disabled(cfg.progress), dynamic_ncols=True)
         data = prefetch(self._cpu_batches(), depth=2)
         last_log = time.perf_counter()
         # ranks agree on stopping through a collective: every step on the CPU, every log

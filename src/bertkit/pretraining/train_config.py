@@ -56,7 +56,7 @@ class PretrainConfig:
     eval_batches: int = 20
     resume: bool = False
     tensorboard: bool = False
-    progress: bool = True
+    progress: bool | None = None  # None: bars only on a terminal
 
     @classmethod
     def field_names(cls) -> list[str]:

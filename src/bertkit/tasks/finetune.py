@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.fileio import atomic_write
-from bertkit.runlog import RunLogger
+from bertkit.runlog import RunLogger, bar_disabled
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.run_dir import RunDir
 from bertkit.training import (
@@ -209,7 +209,7 @@ def run_model(task: Task, model, features: FeatureSet, batch_size: int,
 
 
 def _bar_off(progress: bool | None) -> bool | None:
-    return None if progress is None else not progress
+    return bar_disabled(progress)
 
 
 # ------------------------------------------------------------------ evaluation
