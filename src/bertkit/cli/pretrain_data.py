@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from bertkit.cli.parsing import add_progress_flag
-import time
 
 
 def register(subparsers) -> None:

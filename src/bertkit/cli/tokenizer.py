@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from bertkit.cli.parsing import add_progress_flag
-import json
 
 
 def register(subparsers) -> None:
