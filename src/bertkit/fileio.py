@@ -32,10 +32,15 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, default_file_mode())
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            raise OSError(e.errno, e.strerror, str(path)) from None  # name the file
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -75,27 +80,22 @@ class _AtomicPath:
 
 
 def check_writable(path: str | Path, what: str = "output", directory: bool = False) -> Path:
-    """Make sure ``path`` (a file, or a directory when ``directory``) can be written, before any
-    work is done: create its parent folders and test write access; raise :class:`BertkitError`
-    naming ``path`` otherwise. Creates no file."""
+    """Make sure ``path`` (a file, or a directory when ``directory``) could be written, before
+    any work is done; raise :class:`BertkitError` naming ``path`` otherwise. Creates nothing:
+    the nearest existing ancestor must be a writable directory."""
     path = Path(path)
-    folder = path if directory else path.parent
     if not directory and path.is_dir():
         raise BertkitError(f"{path}: the {what} is a directory; give a file name")
     if directory and path.exists() and not path.is_dir():
         raise BertkitError(f"{path}: the {what} directory is a file")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise BertkitError(f"{path}: cannot create the {what}: a part of the path is a file, "
-                           "not a directory") from None
-    except NotADirectoryError:
-        raise BertkitError(f"{path}: cannot create the {what}: a part of the path is a file, "
-                           "not a directory") from None
-    except OSError as e:
-        raise BertkitError(f"{path}: cannot create the {what} ({e.strerror})") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BertkitError(f"{path}: cannot write the {what}: {folder} is not writable")
+    folder = path if directory else path.parent
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise BertkitError(f"{path}: cannot create the {what}: {ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise BertkitError(f"{path}: cannot write the {what}: {ancestor} is not writable")
     return path
 
 

@@ -10,6 +10,8 @@ from tqdm.auto import tqdm
 
 from bertkit.errors import DataFormatError
 
+ECHO_CHARS = 300  # console echo of a record; log.jsonl keeps it whole
+
 
 def bar_disabled(progress: bool | None) -> bool | None:
     """tqdm's ``disable`` for a ``progress`` setting: True shows bars, False hides them, None
@@ -40,7 +42,10 @@ class RunLogger:
                 f.write(json.dumps(record) + "\n")
         if self.echo:
             # tqdm.write keeps an active progress bar intact.
-            tqdm.write(" ".join(f"{k}={_fmt(v)}" for k, v in record.items() if k != "time"))
+            line = " ".join(f"{k}={_fmt(v)}" for k, v in record.items() if k != "time")
+            if len(line) > ECHO_CHARS:  # the full record is in the log file
+                line = line[:ECHO_CHARS] + f"... (full record in {self.path or 'the log'})"
+            tqdm.write(line)
 
 
 def read_log(path: str | Path) -> list[dict]:

@@ -212,4 +212,7 @@ def run_info(args) -> int:
     paper = {"base": "110M", "large": "340M"}.get(args.model)
     note = f"; the paper reports {paper}" if paper else ""
     print(f"parameters (embeddings + encoder + pooler): {total:,} ({total / 1e6:.1f}M{note})")
+    if args.model in PRESETS and not Path(args.model).exists():
+        print(f"(a preset: vocab {config.vocab_size:,} is BERT's uncased vocabulary; "
+              "pretrain --model-size takes the vocabulary size from --vocab)")
     return 0

@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise BertkitError(str(e)) from None
+    from bertkit.fileio import check_writable
+
+    check_writable(args.output, "--output directory", directory=True)
     start = time.perf_counter()
     meta = create_pretraining_data(
         args.input, args.vocab, args.output, settings,

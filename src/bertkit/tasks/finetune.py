@@ -363,7 +363,15 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
     logger = logger or RunLogger(out_dir / "log.jsonl")
     tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
-    vocab_size = load_config(model_dir).vocab_size
+    model_config = load_config(model_dir)
+    vocab_size = model_config.vocab_size
+    if cfg.max_seq_length > model_config.max_position_embeddings:
+        raise BertkitError(f"--max-seq-length {cfg.max_seq_length} exceeds the "
+                           f"{model_config.max_position_embeddings} positions of {model_dir}; "
+                           f"use at most {model_config.max_position_embeddings}")
+    if cfg.max_train_examples is not None and cfg.max_train_examples < 1:
+        raise BertkitError(f"--max-train-examples must be at least 1, got {cfg.max_train_examples} "
+                           "(leave it out to train on every example)")
     if len(tokenizer) != vocab_size:
         raise CheckpointError(f"{model_dir}: the vocabulary has {len(tokenizer)} tokens but the "
                               f"model's vocab_size is {vocab_size}; use the model's own vocabulary")

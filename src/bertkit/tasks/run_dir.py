@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_path, atomic_write, remove_temp_files
+from bertkit.fileio import atomic_path, atomic_write, check_writable, remove_temp_files
 
 UNFINISHED = ".unfinished.json"
 JOURNAL = ".publish.json"
@@ -81,6 +81,7 @@ class RunDir:
         elif finished and not overwrite:
             raise BertkitError(f"{out} already holds a fine-tuned model: pass --overwrite to "
                                "replace it, or choose another --out")
+        check_writable(out, "--out", directory=True)
         out.mkdir(parents=True, exist_ok=True)
         self._roll_forward()
         self.remove_temp_files()
