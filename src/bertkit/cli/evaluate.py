@@ -45,6 +45,30 @@ def _mapping(path, value, what: str) -> dict:
     return value
 
 
+def check_squad_dataset(path, dataset: dict) -> None:
+    """The fields the scorer reads, with the JSON path of the first wrong one named:
+    ``data`` (list) -> ``paragraphs`` (list) -> ``qas`` (list) -> ``id`` (str) and
+    ``answers`` (list of objects with a string ``text``)."""
+    def need(value, kind, where: str):
+        if not isinstance(value, kind):
+            found = "missing" if value is None else f"a {type(value).__name__}"
+            raise DataFormatError(path, f"not a SQuAD dataset: {where} should be a "
+                                        f"{kind.__name__}, found {found}")
+        return value
+
+    for a, article in enumerate(need(dataset.get("data"), list, "data")):
+        need(article, dict, f"data[{a}]")
+        for p, paragraph in enumerate(need(article.get("paragraphs"), list, f"data[{a}].paragraphs")):
+            where = f"data[{a}].paragraphs[{p}]"
+            need(paragraph, dict, where)
+            for q, qa in enumerate(need(paragraph.get("qas"), list, f"{where}.qas")):
+                need(qa, dict, f"{where}.qas[{q}]")
+                qid = need(qa.get("id"), str, f"{where}.qas[{q}].id")
+                for n, answer in enumerate(need(qa.get("answers"), list, f"question {qid}: answers")):
+                    need(need(answer, dict, f"question {qid}: answers[{n}]").get("text"), str,
+                         f"question {qid}: answers[{n}].text")
+
+
 def run_squad_eval(args: argparse.Namespace) -> int:
     """Handler of ``squad-eval``: official JSON to stdout (indent 2) or to ``--out-file``."""
     from bertkit.fileio import atomic_write, check_writable
@@ -59,9 +83,15 @@ def run_squad_eval(args: argparse.Namespace) -> int:
     bad = next((qid for qid, text in predictions.items() if not isinstance(text, str)), None)
     if bad is not None:
         raise DataFormatError(args.pred_file, f"the prediction for {bad} is not a string")
+    check_squad_dataset(args.data_file, dataset)
     na_probs = None
     if args.na_prob_file:
         na_probs = _mapping(args.na_prob_file, read_json(args.na_prob_file), "no-answer probabilities")
+        bad = next(((q, p) for q, p in na_probs.items()
+                    if not isinstance(p, int | float) or isinstance(p, bool)), None)
+        if bad is not None:
+            raise DataFormatError(args.na_prob_file, f"the no-answer probability of {bad[0]} is "
+                                                     f"{bad[1]!r}, not a number")
     try:
         result = squad_evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
     except (KeyError, TypeError) as e:
