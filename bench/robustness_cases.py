@@ -177,6 +177,9 @@ def make_fixtures(s: Path) -> None:
     _write(d / "vocab_shuffled.txt", "\n".join(shuffled) + "\n")
     _write(d / "vocab_copy.txt", "\n".join(vocab) + "\n")
     _write(d / "vocab_small.txt", "\n".join(vocab[:5000]) + "\n")
+    _write(d / "tsv_quote" / "train.tsv", _tsv(ok_rows[:7] + [('"a quoted" text', "pos")] + ok_rows[7:]))
+    _write(d / "tsv_quote" / "dev.tsv", _tsv(dev_rows))
+    _write(d / "kjv_latin1_tail.txt", KJV.read_bytes() + "caf\xe9\n".encode("latin-1"))
 
 
 def make_base(s: Path) -> None:
@@ -208,6 +211,7 @@ def make_base(s: Path) -> None:
                          ("cfg_vocab_mismatch", {"vocab_size": 40000})]:
         shutil.copytree(models / "ok", models / name, dirs_exist_ok=True)
         (models / name / "config.json").write_text(json.dumps({**cfg, **change}))
+    make_extra_models(s)
     for name, text in [("cfg_empty", ""), ("cfg_notjson", "{'a': 1}"), ("cfg_list", "[1, 2]")]:
         shutil.copytree(models / "ok", models / name, dirs_exist_ok=True)
         (models / name / "config.json").write_text(text)
@@ -246,6 +250,17 @@ def make_base(s: Path) -> None:
     import pickle
 
     (models / "bin_evil_rawpickle" / "pytorch_model.bin").write_bytes(pickle.dumps({"w": Evil()}))
+
+
+def make_extra_models(s: Path) -> None:
+    """Config variants with a field missing or zero (idempotent)."""
+    models = s / "models"
+    cfg = json.loads((models / "ok" / "config.json").read_text())
+    for name, drop in [("cfg_missing_hidden", "hidden_size"), ("cfg_missing_vocab", "vocab_size")]:
+        shutil.copytree(models / "ok", models / name, dirs_exist_ok=True)
+        (models / name / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != drop}))
+    shutil.copytree(models / "ok", models / "cfg_type_vocab0", dirs_exist_ok=True)
+    (models / "cfg_type_vocab0" / "config.json").write_text(json.dumps({**cfg, "type_vocab_size": 0}))
 
 
 # ------------------------------------------------------------------ cases
@@ -401,7 +416,67 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("F9", "finetune_into_finished_out", f"{B} finetune text-classification {FT} --data data/tsv_ok --out out/ft_tsv_ok --lr 5e-5", "error", r"out/ft_tsv_ok already holds a fine-tuned model: pass --overwrite"),
 ]
 
+RUN10 = f"--data base/kjv-data64 --vocab {BASE_VOCAB} --model-size tiny --steps 10 --batch-size 8 --save-every 5 --log-every 5 --no-progress"
+LONG = "the [MASK] went to the store . " * 150
+LONGWORD = "x" * 150
+CASES += [
+    ("46", "ptdata_workers_latin1_late", f"{B} pretrain-data --input data/kjv_latin1_tail.txt --vocab {BASE_VOCAB} --output out/pd_w_l1 --workers 2 --chunk-sentences 2000 --quiet", "error", r"kjv_latin1_tail.txt:\d+: not valid UTF-8"),
+    ("79", "tsv_quote", f"{B} finetune text-classification {FT} --data data/tsv_quote --out out/t_quote", "ok", ""),
+    ("82", "tok_control", f"{B} tokenize --vocab {BASE_VOCAB} $'ab\\001c\\ad\\te\\rf\\Eg' --json", "ok", ""),
+    ("83", "tok_emoji", f"{B} tokenize --vocab {BASE_VOCAB} 'I love it 😀🎉 done'", "ok", ""),
+    ("84", "tok_empty_text", f"{B} tokenize --vocab {BASE_VOCAB} ''", "ok", ""),
+    ("85", "tok_korean", f"{B} tokenize --vocab {BASE_VOCAB} '안녕하세요 세계'", "ok", ""),
+    ("86", "tok_longword", f"{B} tokenize --vocab {BASE_VOCAB} 'short {LONGWORD}'", "ok", ""),
+    ("89", "vocab_dup_tokenize", f"{B} tokenize --vocab data/vocab_dup.txt 'the fox'", "error", r"vocab_dup.txt:30523: duplicate token"),
+    ("95", "vocab_nounk_tokenize", f"{B} tokenize --vocab data/vocab_nounk.txt 'the fox'", "error", r"vocab_nounk.txt: vocabulary lacks the special tokens \[UNK\]"),
+    ("105", "bin_evil_torchsave_finetune", f"{B} finetune text-classification --model models/bin_evil_torchsave --data data/tsv_ok --out out/ft_evil2 --epochs 1 --no-progress; R=$?; test -e PWNED && echo CODE-RAN-PWNED && exit 99; exit $R", "error", r"not loaded, for safety"),
+    ("106", "bin_evil_torchsave_info", f"{B} info models/bin_evil_torchsave", "ok", ""),
+    ("107", "bin_evil_torchsave_initfrom", f"{B} pretrain --data base/kjv-data64 --init-from models/bin_evil_torchsave --out out/pt_evil2 --steps 2 --no-progress; R=$?; test -e PWNED && echo CODE-RAN-PWNED && exit 99; exit $R", "error", r"not loaded, for safety"),
+    ("113", "model_cfg_missing_hidden_fillmask", f"{B} fill-mask models/cfg_missing_hidden {FM}", "error", r"cfg_missing_hidden: tensor \S+ has shape"),
+    ("114", "model_cfg_missing_vocab_fillmask", f"{B} fill-mask models/cfg_missing_vocab {FM}", "error", r"cfg_missing_vocab: tensor \S+ has shape"),
+    ("119", "model_cfg_type_vocab0_fillmask", f"{B} fill-mask models/cfg_type_vocab0 {FM}", "error", r"token_type_embeddings.weight has shape"),
+    ("131", "resume_malicious_ckpt", f"cp -r base/probe out/res131 && cp models/bin_evil_torchsave/pytorch_model.bin out/res131/checkpoints/step-00000011.pt && {B} pretrain {RUN10.replace('--steps 10', '--steps 20')} --out out/res131 --resume; R=$?; test -e PWNED && echo CODE-RAN-PWNED && exit 99; exit $R", "error", r"step-00000011.pt: not loaded, for safety"),
+    ("132", "seqlen_embed_long", f"{B} embed {TINY} --input data/tsv_long/train.tsv --text-column text --output out/emb_long.npy --max-length 1024", "warn", r"truncated"),
+    ("133", "seqlen_fillmask_long_default", f"{B} fill-mask {TINY} '{LONG}' --top-k 1", "warn", r"truncated"),
+    ("134", "seqlen_fillmask_long_error", f"{B} fill-mask {TINY} '{LONG}' --top-k 1 --on-overflow error", "error", r"input 1 has \d+ tokens, more than the limit of 512"),
+    ("135", "seqlen_fillmask_maxlen1000", f"{B} fill-mask {TINY} '{LONG}' --top-k 1 --max-length 1000", "warn", r"truncated"),
+    ("138", "seqlen_pretrain_1024_initfrom", f"{B} pretrain-data --input {KJV} --vocab {BASE_VOCAB} --output out/d1024a --max-seq-length 1024 --max-predictions-per-seq 150 --dupe-factor 1 --quiet >/dev/null && {B} pretrain --data out/d1024a --init-from models/ok --out out/pt1024a --steps 3 --batch-size 2 --no-progress", "error", r"sequences of 1024 tokens but the model only 512"),
+    ("139", "seqlen_pretrain_1024_tiny", f"{B} pretrain-data --input {KJV} --vocab {BASE_VOCAB} --output out/d1024b --max-seq-length 1024 --max-predictions-per-seq 150 --dupe-factor 1 --quiet >/dev/null && {B} pretrain --data out/d1024b --vocab {BASE_VOCAB} --out out/pt1024b --model-size tiny --steps 3 --batch-size 2 --no-progress", "error", r"sequences of 1024 tokens but the model only 512"),
+    ("148", "opt_ft_grid_bad", f"{B} finetune text-classification {FT} --data data/tsv_ok --out out/o12 --grid lr=abc", "error", r"bad grid entry 'lr=abc'"),
+    ("151", "opt_ft_taskopt_bad", f"{B} finetune text-classification {FT} --data data/tsv_ok --out out/o13 -o nonsense=1", "error", r"unknown option\(s\) nonsense"),
+    ("152", "opt_ft_threads0", f"{B} finetune text-classification {FT} --data data/tsv_ok --out out/o14 --threads 0", "ok", ""),
+    ("154", "opt_pt_batch0", f"{B} pretrain {PT} --out out/o15 --steps 5 --batch-size 0", "error", r"batch_size must be >= 1"),
+    ("155", "opt_pt_batchneg", f"{B} pretrain {PT} --out out/o16 --steps 5 --batch-size -4", "error", r"batch_size must be >= 1"),
+    ("157", "opt_pt_gradaccum0", f"{B} pretrain {PT} --out out/o17 --steps 5 --grad-accum 0", "error", r"grad_accum must be >= 1"),
+    ("158", "opt_pt_keep0", f"{B} pretrain {PT} --out out/o18 --steps 5 --save-every 2 --keep 0", "error", r"keep must be >= 1"),
+    ("159", "opt_pt_logevery0", f"{B} pretrain {PT} --out out/o19 --steps 5 --log-every 0", "error", r"log_every must be >= 1"),
+    ("163", "opt_pt_saveevery0", f"{B} pretrain {PT} --out out/o20 --steps 5 --save-every 0", "error", r"save_every must be >= 1"),
+    ("164", "opt_pt_steps0", f"{B} pretrain {PT} --out out/o21 --steps 0", "error", r"steps must be >= 1"),
+    ("165", "opt_pt_stepsneg", f"{B} pretrain {PT} --out out/o22 --steps -3", "error", r"steps must be >= 1"),
+    ("166", "opt_pt_warmup_gt_steps", f"{B} pretrain {PT} --out out/o23 --steps 5 --warmup-steps 100", "error", r"warmup_steps must lie in"),
+    ("167", "seqlen_finetune_3", f"{B} finetune text-classification --model {TINY} --data data/tsv_ok --out out/ft_seq3 --epochs 1 --max-seq-length 3 --no-progress", "warn", r"were truncated"),
+    ("168", "seqlen_finetune_pair_3", f"{B} finetune rte --model {TINY} --data {GLUE}/RTE --out out/ft_rte3 --epochs 1 --max-seq-length 3 --max-train-examples 50 --no-progress", "warn", r"were truncated"),
+    ("169", "seqlen_pretrain_data_3", f"{B} pretrain-data --input {KJV} --vocab {BASE_VOCAB} --output out/d3 --max-seq-length 3 --quiet", "error", r"max_seq_length must be at least 5"),
+    ("174", "path_ft_model_is_file", f"{B} finetune sst2 --model {BASE_VOCAB} --data {GLUE}/SST-2 --out out/x3 --no-progress", "error", r"not a model directory \(no config.json\)"),
+    ("176", "path_ft_nomodel", f"{B} finetune sst2 --model nonexistent/model --data {GLUE}/SST-2 --out out/x4 --no-progress", "error", r"nonexistent/model: not a model directory"),
+    ("177", "path_info_nomodel", f"{B} info nonexistent", "error", r"nonexistent: no such model directory"),
+    ("179", "path_pt_data_is_file", f"{B} pretrain --data {BASE_VOCAB} --vocab {BASE_VOCAB} --out out/x5 --steps 5 --no-progress", "error", r"no meta.json"),
+    ("180", "path_pt_nodata", f"{B} pretrain --data nonexistent/dir --vocab {BASE_VOCAB} --out out/x6 --steps 5 --no-progress", "error", r"nonexistent/dir: no meta.json"),
+    ("182", "path_ptdata_noinput", f"{B} pretrain-data --input nonexistent.txt --vocab {BASE_VOCAB} --output out/x7 --quiet", "error", r"nonexistent.txt: no such file"),
+    ("183", "path_squadeval_nofile", f"{B} squad-eval nonexistent.json nonexistent2.json", "error", r"nonexistent.json: no such file"),
+    ("184", "path_tokenize_dir_as_vocab", f"{B} tokenize --vocab data hello", "error", r"data: no vocab.txt or tokenizer.json"),
+    ("193", "unwritable_proc", f"{B} pretrain {PT} --out /proc/out --steps 5", "error", r"/proc/out"),
+    ("204", "resume_diff_batch", f"cp -r base/probe out/res204 && {B} pretrain {RUN10.replace('--batch-size 8', '--batch-size 16')} --out out/res204 --resume", "error", r"step-00000010.pt: written with a global batch of 8, this run has 16"),
+    ("205", "resume_diff_model", f"cp -r base/probe out/res205 && {B} pretrain {RUN10.replace('tiny', 'mini')} --out out/res205 --resume", "error", r"was written for a different model shape"),
+    ("206", "resume_diff_steps", f"cp -r base/probe out/res206 && {B} pretrain {RUN10.replace('--steps 10', '--steps 20')} --out out/res206 --resume", "error", r"written by a run of 10 steps"),
+    ("208", "resume_truncated_newest_ckpt", f"cp -r base/probe out/res208 && truncate -s 1000 out/res208/checkpoints/step-00000010.pt && {B} pretrain {RUN10} --out out/res208 --resume", "error", r"step-00000010.pt: unreadable checkpoint"),
+    ("209", "resume_without_flag", f"cp -r base/probe out/res209 && {B} pretrain {RUN10} --out out/res209", "error", r"already holds checkpoints"),
+    ("F3/F14", "pretrain_resume_removes_temp_files", f"cp -r base/probe out/resF3 && : > out/resF3/checkpoints/.step-00000011.pt.x1.tmp && : > out/resF3/model/.model.safetensors.x2.tmp && {B} pretrain {RUN10} --out out/resF3 --resume && ls -A out/resF3/checkpoints out/resF3/model | grep -c tmp; true", "ok", r"^0$|\n0\n"),
+]
+
 ROOT_CASES = [
+    ("198", "diskfull_pretrain_2nd_ckpt", "mkdir -p FULL5 && mount -t tmpfs -o size=80m tmpfs FULL5 && "
+     f"{B} pretrain {PT} --out FULL5/pt --steps 10 --save-every 2 --batch-size 8; R=$?; ls FULL5/pt/checkpoints >&2; umount FULL5; exit $R", "error", r"step-00000004.pt: no space left on device.*step-00000002.pt, is intact"),
     ("196", "diskfull_finetune", "mkdir -p FULL && mount -t tmpfs -o size=3m tmpfs FULL && "
      f"{B} finetune text-classification {FT} --data data/tsv_ok --out FULL/ft; R=$?; umount FULL; exit $R", "error", r"FULL/ft/.*no space left on device"),
     ("197", "diskfull_pretrain", "mkdir -p FULL2 && mount -t tmpfs -o size=12m tmpfs FULL2 && "
@@ -454,9 +529,10 @@ def main() -> None:
         print_table(json.loads((s / "results.json").read_text()))
         return
     s.mkdir(parents=True, exist_ok=True)
+    make_fixtures(s)  # cheap; data files only
     if not (s / "models" / "bin_ok").exists():
-        make_fixtures(s)
         make_base(s)
+    make_extra_models(s)
     cases = CASES + (ROOT_CASES if os.geteuid() == 0 else [])
     if args.only:
         keep = set(args.only.split(","))
