@@ -325,7 +325,7 @@ def make_extra_models(s: Path) -> None:
 # ------------------------------------------------------------------ cases
 FT = f"--model {TINY} --epochs 1 --batch-size 8 --max-seq-length 32 --no-progress"
 PT = f"--data base/kjv-data64 --vocab {BASE_VOCAB} --model-size tiny --no-progress"
-FM = "the lord [MASK] unto moses . --top-k 3"
+FM = "'the lord [MASK] unto moses .' --top-k 3"
 
 # (report number, name, command, kind, expect): kind "error" (must fail with a message
 # matching expect), "ok" (must succeed; expect, if given, must appear), "warn" (succeeds
@@ -353,10 +353,10 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("36", "predict_empty", f"{B} predict sst2 --model out/ft_sst2_base --input data/empty.txt --output out/p5.jsonl", "error", r"empty.txt: no input records"),
     ("37", "predict_garbage", f"{B} predict sst2 --model out/ft_sst2_base --input data/garbage.bin --output out/p4.jsonl", "error", r"garbage.bin:1: not valid UTF-8"),
     ("38", "predict_intfield", f"{B} predict sst2 --model out/ft_sst2_base --input data/pred_intfield.jsonl --output out/p3.jsonl", "error", r"pred_intfield.jsonl:2: field 'sentence'"),
-    ("39", "predict_nofield", f"{B} predict sst2 --model out/ft_sst2_base --input data/pred_nofield.jsonl --output out/p8.jsonl", "error", r"pred_nofield.jsonl:1: missing text field \(one of 'sentence', 'text'\)"),
+    ("39", "predict_nofield", f"{B} predict sst2 --model out/ft_sst2_base --input data/pred_nofield.jsonl --output out/p8.jsonl", "error", r"pred_nofield.jsonl:1: missing text field \(one of 'sentence', 'text', 'text_a'\)"),
     ("40", "predict_wrongfield", f"{B} predict sst2 --model out/ft_sst2_base --input data/pred_wrongfield.jsonl --output out/p2.jsonl", "ok", ""),
     ("41", "ptdata_empty", f"{B} pretrain-data --input data/empty.txt --vocab {BASE_VOCAB} --output out/pd1 --quiet", "error", r"empty.txt: the corpus holds no text"),
-    ("42", "ptdata_garbage", f"{B} pretrain-data --input data/garbage.bin --vocab {BASE_VOCAB} --output out/pd2 --quiet", "error", r"garbage.bin:1: not valid UTF-8 \(invalid start byte at byte 1 "),
+    ("42", "ptdata_garbage", f"{B} pretrain-data --input data/garbage.bin --vocab {BASE_VOCAB} --output out/pd2 --quiet", "error", r"garbage.bin:1: not valid UTF-8 \(invalid \w+ byte at byte \d+ of the line"),
     ("43", "ptdata_latin1", f"{B} pretrain-data --input data/latin1.txt --vocab {BASE_VOCAB} --output out/pd3 --quiet", "error", r"latin1.txt:1: not valid UTF-8"),
     ("44", "ptdata_longline", f"{B} pretrain-data --input data/longline.txt --vocab {BASE_VOCAB} --output out/pd4 --quiet", "ok", ""),
     ("45", "ptdata_onedoc", f"{B} pretrain-data --input data/onedoc.txt --vocab {BASE_VOCAB} --output out/pd5 --quiet", "error", r"onedoc.txt: found 1 document"),
@@ -445,7 +445,7 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("160", "opt_pt_lr_huge", f"{B} pretrain {PT} --out out/o9 --steps 12 --lr 1e6 --log-every 2", "error", r"training diverged at step \d+"),
     ("161", "opt_pt_lrneg", f"{B} pretrain {PT} --out out/o10 --steps 5 --lr -1e-4", "error", r"learning rate"),
     ("162", "opt_pt_lrneg_eq", f"{B} pretrain {PT} --out out/o11 --steps 5 --lr=-1e-4", "error", r"learning rate"),
-    ("170", "tok_maxlen_1", f"{B} tokenize --vocab {BASE_VOCAB} --max-length 1 hello world --pair second", "error", r"max_length=1 leaves no room"),
+    ("170", "tok_maxlen_1", f"{B} tokenize --vocab {BASE_VOCAB} --max-length 1 'hello world' --pair second", "error", r"max_length=1 leaves no room"),
     ("171", "toktrain_vocabsize0", f"{B} tokenizer train --corpus data/onedoc.txt --vocab-size 0 --output out/v0.txt", "error", r"vocab_size must exceed"),
     ("172", "toktrain_vocabsize3", f"{B} tokenizer train --corpus data/onedoc.txt --vocab-size 3 --output out/v3.txt", "error", r"vocab_size must exceed"),
     ("173", "path_fillmask_nomodel", f"{B} fill-mask nonexistent/model a [MASK] .", "error", r"nonexistent/model: no such model directory"),
@@ -468,7 +468,7 @@ CASES: list[tuple[str, str, str, str, str]] = [
      f"{B} pretrain-data --input {SHARED}/corpus/linux-docs.txt --vocab {BASE_VOCAB} --output out/pd_kill --workers 2 --chunk-sentences 5000 --quiet & P=$!; "
      "for i in $(seq 100); do C=$(pgrep -P $P | head -1); [ -n \"$C\" ] && break; sleep 0.2; done; sleep 2; kill -9 $C; wait $P", "error", r"worker process died"),
     ("F7/F9/F11", "finetune_kill_resume",
-     f"A='finetune text-classification --model {TINY} --data data/tsv_ok --out out/ftk --epochs 20 --batch-size 8 --max-seq-length 32 --no-progress'; "
+     f"A='finetune text-classification --model {TINY} --data data/tsv_ok --out out/ftk --epochs 6 --batch-size 8 --max-seq-length 32 --no-progress'; "
      f"{B} $A & P=$!; for i in $(seq 600); do [ -e out/ftk/.resume.pt ] && break; sleep 0.1; done; kill -9 $P; wait $P; "
      f"{B} evaluate text-classification --model out/ftk --data data/tsv_ok --no-progress 2>&1 | grep -m1 'unfinished fine-tuning run'; "
      f"{B} $A 2>&1 | tail -1; {B} $A --resume | tail -1; test -e out/ftk/results.json && test ! -e out/ftk/.unfinished.json && echo finished", "ok", r"unfinished fine-tuning run.*pass --resume.*finished"),
@@ -492,7 +492,8 @@ CASES += [
     ("106", "bin_evil_torchsave_info", f"{B} info models/bin_evil_torchsave", "ok", ""),
     ("107", "bin_evil_torchsave_initfrom", f"{B} pretrain --data base/kjv-data64 --init-from models/bin_evil_torchsave --out out/pt_evil2 --steps 2 --no-progress; R=$?; test -e PWNED && echo CODE-RAN-PWNED && exit 99; exit $R", "error", r"not loaded, for safety"),
     ("113", "model_cfg_missing_hidden_fillmask", f"{B} fill-mask models/cfg_missing_hidden {FM}", "error", r"cfg_missing_hidden: tensor \S+ has shape"),
-    ("114", "model_cfg_missing_vocab_fillmask", f"{B} fill-mask models/cfg_missing_vocab {FM}", "error", r"cfg_missing_vocab: tensor \S+ has shape"),
+    # here the default vocab_size (30522) is the model's: a missing field is no error
+    ("114", "model_cfg_missing_vocab_fillmask", f"{B} fill-mask models/cfg_missing_vocab {FM}", "ok", ""),
     ("119", "model_cfg_type_vocab0_fillmask", f"{B} fill-mask models/cfg_type_vocab0 {FM}", "error", r"token_type_embeddings.weight has shape"),
     ("131", "resume_malicious_ckpt", f"cp -r base/probe out/res131 && cp models/bin_evil_torchsave/pytorch_model.bin out/res131/checkpoints/step-00000011.pt && {B} pretrain {RUN10.replace('--steps 10', '--steps 20')} --out out/res131 --resume; R=$?; test -e PWNED && echo CODE-RAN-PWNED && exit 99; exit $R", "error", r"step-00000011.pt: not loaded, for safety"),
     ("132", "seqlen_embed_long", f"{B} embed {TINY} --input data/tsv_long/train.tsv --text-column text --output out/emb_long.npy --max-length 1024", "warn", r"truncated"),
@@ -588,6 +589,9 @@ def main() -> None:
         print_table(json.loads((s / "results.json").read_text()))
         return
     s.mkdir(parents=True, exist_ok=True)
+    for old in (s / "out").glob("*") if (s / "out").is_dir() else []:
+        if old.name not in ("ft_sst2_base", "ft_tsv_ok"):  # made by make_base
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     make_fixtures(s)  # cheap; data files only
     if not (s / "models" / "bin_ok").exists():
         make_base(s)

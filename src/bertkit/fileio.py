@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -40,7 +41,11 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         except OSError as e:
             if e.filename is not None:
                 raise
-            raise OSError(e.errno, e.strerror, str(path)) from None  # name the file
+            if e.errno is None and not is_disk_full(e):
+                raise
+            # name the file (numpy's "N requested and M written" has no errno: a full disk)
+            raise OSError(e.errno or errno.ENOSPC, e.strerror or "No space left on device",
+                          str(path)) from None
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -114,8 +119,6 @@ def remove_temp_files(directory: str | Path) -> list[Path]:
 def is_disk_full(e: BaseException) -> bool:
     """Whether ``e`` is (or wraps) a full disk: ENOSPC/EDQUOT, or the texts torch's zip writer
     (``unexpected pos``), safetensors and numpy (``N requested and M written``) give."""
-    import errno
-
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(e)
