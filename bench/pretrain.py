@@ -13,12 +13,17 @@ batch and masking (15% of positions, at most 20 per 128 tokens, NSP labels). Thr
                   encoder layer at every position, to measure what running it at the masked
                   positions and ``[CLS]`` only gains.
 
+``--precision fp32,bf16`` (the default) runs every contender in both: bf16 is
+``torch.autocast("cpu", dtype=torch.bfloat16)`` around the forward pass (bertkit through
+``TrainStep(precision="bf16")`` as ``bertkit pretrain`` does, Hugging Face with the same
+autocast), fp32 without it; each row also gives that contender's bf16 speed-up over its fp32.
+
 Prints the median wall ms/step (the contenders take turns step by step), tokens/s by the
 wall clock and by process CPU time (steadier on a shared machine; equal to wall time on an
 idle one with --threads 1) and bertkit's speed-up over each contender by both clocks.
 glibc malloc is tuned to keep freed memory (``bertkit.training.cpu.keep_freed_memory``, as
 ``bertkit pretrain`` does on the CPU) for every contender alike; ``--default-malloc`` skips it.
-Example: ``python bench/pretrain.py --sizes tiny,mini,base``.
+Example: ``python bench/pretrain.py --sizes mini,base --contenders bertkit,hf --precision fp32,bf16``.
 """
 
 from __future__ import annotations
@@ -54,7 +59,11 @@ def make_batch(batch: int, seq: int, vocab: int, seed: int) -> dict[str, torch.T
             "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
 
 
-def bertkit_step(size: str, vocab: int, sparse_last_layer: bool = True):
+def _autocast(precision: str):
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def bertkit_step(size: str, vocab: int, precision: str = "fp32", sparse_last_layer: bool = True):
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
     from bertkit.training import TrainStep, build_optimizer, linear_warmup_decay
@@ -62,7 +71,8 @@ def bertkit_step(size: str, vocab: int, sparse_last_layer: bool = True):
     model = BertForPreTraining(BertConfig.preset(size, vocab_size=vocab)).train()
     model.sparse_last_layer = sparse_last_layer
     opt = build_optimizer(model, lr=1e-4)
-    step = TrainStep(model, opt, linear_warmup_decay(opt, 0, 10**6), device=torch.device("cpu"))
+    step = TrainStep(model, opt, linear_warmup_decay(opt, 0, 10**6), device=torch.device("cpu"),
+                     precision=precision)
     return lambda batch: step([batch], lambda m, b: m(**b))
 
 
@@ -92,36 +102,38 @@ def _hf_update(model, opt, loss):
     opt.zero_grad(set_to_none=True)
 
 
-def hf_step(size: str, vocab: int):
+def hf_step(size: str, vocab: int, precision: str = "fp32"):
     model, opt = _hf_model(size, vocab)
 
     def step(b):
-        out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                    attention_mask=b["attention_mask"], labels=b["mlm_labels"],
-                    next_sentence_label=b["next_sentence_label"])
+        with _autocast(precision):
+            out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                        attention_mask=b["attention_mask"], labels=b["mlm_labels"],
+                        next_sentence_label=b["next_sentence_label"])
         _hf_update(model, opt, out.loss)
 
     return step
 
 
-def hf_masked_step(size: str, vocab: int):
+def hf_masked_step(size: str, vocab: int, precision: str = "fp32"):
     model, opt = _hf_model(size, vocab)
 
     def step(b):
-        out = model.bert(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                         attention_mask=b["attention_mask"])
-        selected = b["mlm_labels"] != -100
-        logits = model.cls.predictions(out.last_hidden_state[selected])
-        nsp = model.cls.seq_relationship(out.pooler_output)
-        loss = F.cross_entropy(logits, b["mlm_labels"][selected]) + F.cross_entropy(
-            nsp, b["next_sentence_label"])
+        with _autocast(precision):
+            out = model.bert(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                             attention_mask=b["attention_mask"])
+            selected = b["mlm_labels"] != -100
+            logits = model.cls.predictions(out.last_hidden_state[selected])
+            nsp = model.cls.seq_relationship(out.pooler_output)
+            loss = F.cross_entropy(logits.float(), b["mlm_labels"][selected]) + F.cross_entropy(
+                nsp.float(), b["next_sentence_label"])
         _hf_update(model, opt, loss)
 
     return step
 
 
-def bertkit_full_step(size: str, vocab: int):
-    return bertkit_step(size, vocab, sparse_last_layer=False)
+def bertkit_full_step(size: str, vocab: int, precision: str = "fp32"):
+    return bertkit_step(size, vocab, precision, sparse_last_layer=False)
 
 
 CONTENDERS = {"bertkit": bertkit_step, "hf": hf_step, "hf-masked": hf_masked_step,
@@ -161,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="leave glibc malloc as it is (default: keep freed memory, for every contender)")
     parser.add_argument("--contenders", default=DEFAULT_CONTENDERS,
                         help=f"subset of {', '.join(CONTENDERS)} (default {DEFAULT_CONTENDERS})")
+    parser.add_argument("--precision", default="fp32,bf16",
+                        help="comma-separated subset of fp32, bf16 (default: both, side by side)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -168,26 +182,35 @@ def main(argv: list[str] | None = None) -> None:
         from bertkit.training.cpu import keep_freed_memory
 
         keep_freed_memory()  # process-wide: the same allocator for all contenders
+    from bertkit.training.precision import cpu_bf16_support
+
     names = args.contenders.split(",")
+    precisions = args.precision.split(",")
+    if not set(precisions) <= {"fp32", "bf16"} or not set(names) <= set(CONTENDERS):
+        parser.error(f"--precision from fp32, bf16 and --contenders from {', '.join(CONTENDERS)}")
+    runs = [(name, p) for name in names for p in precisions]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, seq {args.seq}, vocab {args.vocab}")
-    print(f"{'size':6} {'batch':>5} {'contender':10} {'ms/step':>9} {'tokens/s':>9} "
-          f"{'cpu tok/s':>9}  bertkit speed-up (wall, cpu)")
+    print(f"CPU: {cpu_bf16_support().reason}")
+    print(f"{'size':6} {'batch':>5} {'contender':12} {'prec':4} {'ms/step':>9} {'tokens/s':>9} "
+          f"{'cpu tok/s':>9}  {'bf16/fp32':>9}  bertkit speed-up at this precision (wall, cpu)")
     for size in args.sizes.split(","):
         batch_size = args.batch or DEFAULT_BATCH[size]
         steps = args.steps or DEFAULT_STEPS[size]
         batch = make_batch(batch_size, args.seq, args.vocab, seed=0)
         torch.manual_seed(0)
-        fns = {name: CONTENDERS[name](size, args.vocab) for name in names}
+        fns = {run: CONTENDERS[run[0]](size, args.vocab, run[1]) for run in runs}
         result = time_interleaved(fns, batch, steps, args.warmup)
         tokens = batch_size * args.seq
-        for name in names:
-            wall, cpu = result[name]["wall"], result[name]["cpu"]
-            ratio = ""
-            if name != "bertkit" and "bertkit" in result:
-                ours = result["bertkit"]
+        for name, p in runs:
+            wall, cpu = result[(name, p)]["wall"], result[(name, p)]["cpu"]
+            ratio, gain = "", ""
+            if name != "bertkit" and ("bertkit", p) in result:
+                ours = result[("bertkit", p)]
                 ratio = f"{wall / ours['wall']:.2f}x, {cpu / ours['cpu']:.2f}x"
-            print(f"{size:6} {batch_size:5d} {name:10} {wall * 1000:9.1f} {tokens / wall:9.0f} "
-                  f"{tokens / cpu:9.0f}  {ratio}", flush=True)
+            if p == "bf16" and (name, "fp32") in result:
+                gain = f"{result[(name, 'fp32')]['wall'] / wall:.2f}x"
+            print(f"{size:6} {batch_size:5d} {name:12} {p:4} {wall * 1000:9.1f} {tokens / wall:9.0f} "
+                  f"{tokens / cpu:9.0f}  {gain:>9}  {ratio}", flush=True)
         del fns
 
 

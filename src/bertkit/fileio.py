@@ -158,8 +158,9 @@ def safe_torch_load(path: str | Path, what: str = "file"):
         raise CheckpointError(f"{path}: unreadable {what} ({first})") from None
 
 
-def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file.
+def read_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` from a UTF-8 text file, without its newline unless
+    ``keep_ends``.
 
     Undecodable bytes raise :class:`DataFormatError` naming the file and line.
     """
@@ -168,9 +169,14 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise FileNotFoundError(f"{path}: no such file")
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start + 1} "
-                                            "of the line)", number) from None
-            yield number, text.rstrip("\r\n")
+            text = decode_line(raw, path, number)
+            yield number, text if keep_ends else text.rstrip("\r\n")
+
+
+def decode_line(raw: bytes, path: str | Path, number: int) -> str:
+    """``raw`` as UTF-8, or :class:`DataFormatError` naming the file and line."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start + 1} "
+                                          "of the line)", number) from None

@@ -23,6 +23,7 @@ from bertkit.pretraining.data import (
 )
 from bertkit.pretraining.documents import iter_chunks
 from bertkit.pretraining.instances import instances_from_document, truncate_pair
+from tests.conftest import TINY_VOCAB
 
 TEXT = ["the man went to the store .", "he was good !", "she is quick ?", "a bad night ."]
 
@@ -53,6 +54,50 @@ def test_documents_and_chunks(tmp_path):
     assert [len(c.documents) for c in chunks] == [2, 2, 2]
     assert [len(c.documents) for c in iter_chunks(documents[:5], 4)] == [2, 3]  # tail merged
     assert sum(len(c.documents) for c in iter_chunks(documents, 1000)) == 6
+
+
+def test_shuffled_documents_cover_every_document_once(tmp_path):
+    a = write(tmp_path / "a.txt", [[f"a{i} one.", f"a{i} two."] for i in range(30)])
+    b = write(tmp_path / "b.txt", [[f"b{i} one. b{i} two."] for i in range(30)])
+    ordered = list(iter_documents([a, b], split_sentences=True))
+    shuffled = list(iter_documents([a, b], split_sentences=True, shuffle_seed=7))
+    assert shuffled != ordered and sorted(shuffled) == sorted(ordered)
+    assert shuffled == list(iter_documents([a, b], split_sentences=True, shuffle_seed=7))
+    assert shuffled != list(iter_documents([a, b], split_sentences=True, shuffle_seed=8))
+    # the two files are interleaved, not read one after the other
+    sources = [d[0][0] for d in shuffled]
+    assert sum(x != y for x, y in zip(sources, sources[1:])) > 10
+
+
+def test_shuffled_documents_name_file_and_line_of_bad_bytes(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"one .\n\ntwo .\nthe \xff store\n\nthree .\n")
+    with pytest.raises(DataFormatError, match=r"bad\.txt:4"):
+        list(iter_documents([path], shuffle_seed=0))
+
+
+def test_notnext_segments_come_from_the_whole_corpus(tmp_path, tiny_vocab_file):
+    # file a speaks of "man", file b of "quick"; unshuffled, each file is its own chunk
+    first = write(tmp_path / "a.txt", [["the man went to the store .", "he was good ."]] * 40)
+    second = write(tmp_path / "b.txt", [["she is quick ?", "a bad night ."]] * 40)
+    man, quick = TINY_VOCAB.index("man"), TINY_VOCAB.index("quick")
+    crossing = {}
+    for shuffle in (False, True):
+        settings = CreationSettings(dupe_factor=2, max_seq_length=32, chunk_sentences=80,
+                                    shuffle_documents=shuffle)
+        out = tmp_path / f"out-{shuffle}"
+        meta = create_pretraining_data([first, second], tiny_vocab_file, out, settings, progress=False)
+        assert meta["settings"]["shuffle_documents"] is shuffle
+        data = PretrainingDataset(out, unmasked=True)
+        crossing[shuffle] = 0
+        for i in range(len(data)):
+            item = data[i]
+            ids, segment = item["input_ids"], item["token_type_ids"]
+            a, b = set(ids[segment == 0].tolist()), set(ids[segment == 1].tolist())
+            crossing[shuffle] += (man in a and quick in b) or (quick in a and man in b)
+            if item["next_sentence_label"] == 0:  # IsNext never crosses documents
+                assert not ((man in a and quick in b) or (quick in a and man in b))
+    assert crossing[False] == 0 and crossing[True] > 10
 
 
 def test_short_seq_prob_and_truncation():

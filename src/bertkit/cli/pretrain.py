@@ -24,7 +24,7 @@ HELP = {
     "init_from": "start from these weights only: a model directory or a run directory (phase 2)",
     "objective": "mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, causal mask)",
     "dropout": "override hidden and attention dropout",
-    "steps": "total optimizer steps",
+    "steps": "total optimizer steps (ignored with --budget, which plans them)",
     "batch_size": "micro-batch size per process",
     "grad_accum": "micro-batches per optimizer step (global batch = batch x accum x processes)",
     "lr": "peak learning rate (paper: 1e-4)",
@@ -34,10 +34,18 @@ HELP = {
     "adam_eps": "AdamW epsilon (BERT: 1e-6)",
     "max_grad_norm": "gradient clipping norm",
     "optimizer": "AdamW kernel: auto (fused when possible), fused, foreach, plain",
-    "precision": "auto (bf16 or fp16 on GPU, fp32 on CPU), fp32, bf16, fp16",
+    "precision": "auto (CPU: bf16 where the CPU has native bf16 - avx512_bf16/AMX/Arm bf16 - "
+                 "else fp32; GPU: bf16 or fp16; the resolved choice is logged and saved), "
+                 "fp32, bf16, fp16",
     "compile": "torch.compile the model",
     "device": "auto, cpu, cuda",
     "dynamic_masking": "draw masks per epoch at load time (default: as the data was made)",
+    "mask_rate": "masked-LM rate drawn at load time (dynamic masking), e.g. 0.15 (paper) or "
+                 "0.3-0.4; default: the data's own masks and rate",
+    "max_predictions": "most masked positions per sequence with --mask-rate (default: the "
+                       "data's, raised to ceil(rate x sequence length))",
+    "budget": "wall-clock budget, e.g. 1h, 90m, 3600s: measures the step time, then fixes "
+              "--steps to fit and stops at the deadline (docs/pretraining.md)",
     "seed": "seed of initialisation, data order and dynamic masks",
     "log_every": "log every N steps",
     "save_every": "checkpoint every N steps (and at the end)",

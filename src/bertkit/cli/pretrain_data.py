@@ -50,6 +50,9 @@ def register(subparsers) -> None:
     p.add_argument("--chunk-sentences", type=int, default=20_000,
                    help="sentences per chunk of documents: the unit of parallel work and of the "
                         "pool NotNext documents are drawn from (changes the output)")
+    p.add_argument("--shuffle-documents", action=argparse.BooleanOptionalAction, default=True,
+                   help="shuffle all documents of all inputs before chunking (as BERT's script "
+                        "does), so that NotNext segments come from anywhere in the corpus")
     add_progress_flag(p, "--quiet")
     p.set_defaults(func=run)
 
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             lowercase=not args.cased,
             seed=args.seed,
             chunk_sentences=args.chunk_sentences,
+            shuffle_documents=args.shuffle_documents,
         )
     except ValueError as e:
         raise BertkitError(str(e)) from None

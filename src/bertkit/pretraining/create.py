@@ -1,6 +1,7 @@
 """``create_pretraining_data``: corpus text in, sharded pre-training instances out.
 
-The corpus is read as a stream and grouped into chunks of documents
+The corpus's documents are shuffled (as BERT's script does; ``shuffle_documents``), read as
+a stream and grouped into chunks of documents
 (:func:`~bertkit.pretraining.documents.iter_chunks`). Each chunk is tokenized, packed into
 instances (``dupe_factor`` passes, NotNext B from another document of the same chunk),
 shuffled and (static masking) masked with generators seeded from ``(seed, chunk index)``
@@ -62,6 +63,7 @@ class CreationSettings:
     lowercase: bool = True
     seed: int = 12345
     chunk_sentences: int = 20_000
+    shuffle_documents: bool = True
 
     def __post_init__(self):
         if self.max_seq_length < 5:
@@ -285,7 +287,9 @@ def create_pretraining_data(
     fields = STATIC_FIELDS + (() if settings.dynamic_masking else MLM_FIELDS)
     writer = ShardWriter(output, shard_size, fields)
     totals = dict.fromkeys(STAT_KEYS, 0)
-    chunks = iter_chunks(iter_documents(inputs, settings.split_sentences), settings.chunk_sentences)
+    documents = iter_documents(inputs, settings.split_sentences,
+                               shuffle_seed=settings.seed if settings.shuffle_documents else None)
+    chunks = iter_chunks(documents, settings.chunk_sentences)
     bar = tqdm(unit="doc", desc="pretrain-data", disable=bar_disabled(progress), file=sys.stderr)
     with bar:
         for rows, stats in _results(chunks, job, workers):

@@ -13,12 +13,16 @@ so that per-chunk seeds make the output independent of how many processes run.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.fileio import read_lines
+import numpy as np
+
+from bertkit.fileio import decode_line, read_lines
 
 # Abbreviations after which a period does not end a sentence (compared lowercased, no dot).
 ABBREVIATIONS = frozenset(
@@ -56,27 +60,75 @@ def split_into_sentences(paragraph: str) -> list[str]:
     return [s for s in sentences if s]
 
 
-def iter_documents(paths: Iterable[str | Path], split_sentences: bool = False) -> Iterator[list[str]]:
-    """Yield documents (lists of non-empty sentence strings) from the files, in order.
+def iter_documents(
+    paths: Iterable[str | Path], split_sentences: bool = False, shuffle_seed: int | None = None
+) -> Iterator[list[str]]:
+    """Yield documents (lists of non-empty sentence strings) from the files.
 
-    Streaming: one document in memory at a time. Undecodable bytes raise
-    :class:`~bertkit.errors.DataFormatError` naming the file and line (from ``read_lines``).
+    In file order by default. With ``shuffle_seed``, in a random order over all the files,
+    as BERT's ``create_pretraining_data.py`` shuffles all documents before packing: chunks
+    (and so the documents a NotNext segment is drawn from) then mix the whole corpus instead
+    of runs of neighbouring documents, which are often sections of one text on one topic.
+    Shuffling reads the files twice (an index of document offsets, then each document by a
+    seek), so memory stays at one document plus 20 bytes per document.
+
+    Undecodable bytes raise :class:`~bertkit.errors.DataFormatError` naming the file and
+    line (from ``read_lines``).
     """
+    paths = [Path(p) for p in paths]
+    if shuffle_seed is not None:
+        yield from _shuffled_documents(paths, split_sentences, shuffle_seed)
+        return
     for path in paths:
         document: list[str] = []
         for _, line in read_lines(path):
-            text = line.strip()
-            if not text:
-                if document:
-                    yield document
-                    document = []
+            if _add_line(document, line, split_sentences):
                 continue
-            if split_sentences:
-                document.extend(split_into_sentences(text))
-            else:
-                document.append(text)
+            if document:
+                yield document
+                document = []
         if document:
             yield document
+
+
+def _add_line(document: list[str], line: str, split_sentences: bool) -> bool:
+    """Add a line's sentences to ``document``; False for a blank line (a boundary)."""
+    text = line.strip()
+    if not text:
+        return False
+    document.extend(split_into_sentences(text) if split_sentences else [text])
+    return True
+
+
+def _document_index(paths: list[Path]) -> np.ndarray:
+    """``(file index, byte offset, line number)`` of every document's first line."""
+    starts: list[tuple[int, int, int]] = []
+    for k, path in enumerate(paths):
+        offset, inside = 0, False
+        for number, line in read_lines(path, keep_ends=True):
+            blank = not line.strip()
+            if not blank and not inside:
+                starts.append((k, offset, number))
+            inside = not blank
+            offset += len(line.encode("utf-8"))
+    return np.array(starts, dtype=np.int64).reshape(-1, 3)
+
+
+def _shuffled_documents(paths: list[Path], split_sentences: bool, seed: int) -> Iterator[list[str]]:
+    index = _document_index(paths)
+    order = np.random.default_rng([seed, 0xD0C]).permutation(len(index))
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(path, "rb")) for path in paths]
+        for k, offset, first_line in index[order].tolist():
+            f = files[k]
+            f.seek(offset)
+            document: list[str] = []
+            for number in itertools.count(first_line):
+                raw = f.readline()
+                if not raw or not _add_line(document, decode_line(raw, paths[k], number), split_sentences):
+                    break
+            if document:
+                yield document
 
 
 @dataclass

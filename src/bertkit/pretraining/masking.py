@@ -162,6 +162,20 @@ def mask_sequence(
     return masked[0], positions[0][keep], labels[0][keep]
 
 
+def load_time_config(stored: MaskingConfig, rate: float, max_seq_length: int,
+                     max_predictions: int | None = None) -> MaskingConfig:
+    """The masking of ``--mask-rate`` (drawn at load time) over data made with ``stored``.
+
+    The prediction cap is ``max_predictions`` when given, else the data's cap raised to
+    ``ceil(rate * max_seq_length)`` so a higher rate is not silently clipped (BERT's 20 per
+    128 tokens is 15%). Whole-word masking stays as the data was made.
+    """
+    import math
+
+    cap = max_predictions or max(stored.max_predictions_per_seq, math.ceil(rate * max_seq_length))
+    return MaskingConfig(float(rate), int(cap), stored.whole_word_mask)
+
+
 def dynamic_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     """The generator for dynamic masking of item ``index`` in ``epoch``: a pure function."""
     return np.random.default_rng([int(seed), int(epoch), int(index)])

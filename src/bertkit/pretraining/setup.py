@@ -5,7 +5,9 @@ Contract:
 * ``open_datasets(config) -> (train, eval_or_None)``: :class:`PretrainingDataset` views;
   ``ltr`` reads the original tokens (``unmasked``), the others the masks as stored or drawn
   dynamically (``config.dynamic_masking``; seeded by ``config.seed``, so a function of
-  ``(seed, epoch, index)``).
+  ``(seed, epoch, index)``). ``config.mask_rate`` draws the training masks at load time at
+  that rate (:func:`~bertkit.pretraining.masking.load_time_config`); evaluation data keeps
+  its own masking, so held-out accuracies of runs with different rates stay comparable.
 * ``build_tokenizer(config, meta)``: ``--vocab`` (lowercase from ``--lowercase`` or the
   data's settings), else the tokenizer of the ``--init-from`` model; its size must equal
   the data's ``vocab_size``.
@@ -28,8 +30,13 @@ def open_datasets(config: PretrainConfig):
     from bertkit.pretraining.data import PretrainingDataset
 
     ltr = config.objective == "ltr"
-    train = PretrainingDataset(config.data, dynamic_masking=config.dynamic_masking,
-                               seed=config.seed, unmasked=ltr)
+    dynamic = True if config.mask_rate is not None else config.dynamic_masking
+    train = PretrainingDataset(config.data, dynamic_masking=dynamic, seed=config.seed, unmasked=ltr)
+    if config.mask_rate is not None and not ltr:
+        from bertkit.pretraining.masking import load_time_config
+
+        train.masking_config = load_time_config(train.masking_config, config.mask_rate,
+                                                train.max_seq_length, config.max_predictions)
     evaluation = None
     if config.eval_data:
         evaluation = PretrainingDataset(config.eval_data, seed=config.seed, unmasked=ltr)

@@ -13,14 +13,19 @@ directory ``config.out``::
 
 ``resume=True`` continues from the newest checkpoint exactly (model, optimizer, scheduler,
 RNG states, data position, pending metric sums); log records after that step are dropped.
-SIGINT/SIGTERM write a checkpoint and return with ``stopped_by`` set. ``on_step(step)`` is
+SIGINT/SIGTERM write a checkpoint and return with ``stopped_by`` set. ``config.budget``
+plans ``steps`` from a measured step time and stops at the deadline
+(:mod:`bertkit.pretraining.budget`); ``precision="auto"`` is resolved by
+:func:`bertkit.training.precision.resolve_pretrain_precision` and saved resolved. ``on_step(step)`` is
 called after every optimizer step (and its checkpoint), e.g. for tests or monitoring.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +35,7 @@ from tqdm.auto import tqdm
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
+from bertkit.pretraining.budget import budget_over, start_budget
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
 from bertkit.runlog import RunLogger, bar_disabled, read_log
@@ -45,12 +51,12 @@ from bertkit.training import (
     capture_training_state,
     default_warmup,
     linear_warmup_decay,
-    resolve_precision,
     restore_training_state,
 )
 from bertkit.training import distributed as dist
 from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
 from bertkit.training.divergence import SkipWatch
+from bertkit.training.precision import resolve_pretrain_precision
 from bertkit.training.prefetch import prefetch
 
 
@@ -94,15 +100,24 @@ class _Run:
         self.model = build_model(config, len(self.tokenizer), self.train_data.max_seq_length)
         self.model.to(ctx.device).train()
         torch.manual_seed(config.seed + ctx.rank)  # dropout differs between ranks
+        # --precision auto: bf16 on CPUs with native bf16 (training/precision.py); the
+        # resolved choice is what config.yaml and the checkpoints keep
+        requested = config.precision
+        self.precision, why = resolve_pretrain_precision(requested, ctx.device)
+        self.precision_note = {"precision": self.precision, "requested": requested, "reason": why}
+        config = self.config = dataclasses.replace(config, precision=self.precision)
+        self.batches = EpochBatches(len(self.train_data), config.batch_size, config.grad_accum,
+                                    ctx.world_size, ctx.rank, seed=config.seed)
+        # --budget (pretraining/budget.py): measure the step time, fix the steps to fit
+        self.budget = start_budget(self)
+        if self.budget is not None:
+            config = self.config = dataclasses.replace(config, steps=self.budget.steps)
         warmup = config.warmup_steps
         if warmup is None:
             warmup = default_warmup(config.steps, config.warmup_fraction)
         self.optimizer = build_optimizer(self.model, config.lr, config.weight_decay,
                                          eps=config.adam_eps, implementation=config.optimizer)
         self.scheduler = linear_warmup_decay(self.optimizer, warmup, config.steps)
-        self.precision = resolve_precision(config.precision, ctx.device)
-        self.batches = EpochBatches(len(self.train_data), config.batch_size, config.grad_accum,
-                                    ctx.world_size, ctx.rank, seed=config.seed)
         self.sums = MetricSums(ctx.device)
         self.step, self.position = 0, {"epoch": 0, "batch": 0}
         self.logger = RunLogger(self.out / "log.jsonl" if ctx.is_main else None, echo=ctx.is_main)
@@ -180,7 +195,8 @@ class _Run:
             config=self.config.to_dict(), rng=rng,
             extra={"metric_sums": sums, "skipped_steps": int(trainer.skipped_steps),
                    "global_batch": self.batches.global_batch_size,
-                   "world_size": self.ctx.world_size, "model_config": self.model.config.to_dict()},
+                   "world_size": self.ctx.world_size, "model_config": self.model.config.to_dict(),
+                   **({"budget": self.budget.state()} if self.budget else {})},
         )
         self.checkpoints.save(state, self.step)
 
@@ -197,7 +213,8 @@ class _Run:
                       skipped_steps=int(trainer.skipped_steps))
         if self.ctx.is_main:
             self.logger.log(**record)
-            bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}")
+            bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}",
+                            **(self.budget.postfix() if self.budget else {}))
             self._tensorboard(record)
         self._check_divergence(trainer, record["skipped_steps"])
 
@@ -268,16 +285,19 @@ class _Run:
         self._resume_or_start(trainer)
         if ctx.is_main:
             self._write_settings()
+            self.logger.log(step=self.step, event="precision", **self.precision_note)
+            if self.budget is not None:
+                self.logger.log(step=self.step, event="budget", **self.budget.describe())
         trainer.model = self._train_model()
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
                    disable=True if not ctx.is_main else bar_disabled(cfg.progress), dynamic_ncols=True)
-        data = prefetch(self._cpu_batches(), depth=2)
         last_log = time.perf_counter()
         # ranks agree on stopping through a collective: every step on the CPU, every log
         # interval on GPUs (reading its result waits for the device)
         stop_every = cfg.log_every if ctx.distributed and ctx.device.type == "cuda" else 1
-        with GracefulStop() as stop, bar:
+        # closing() joins the prefetch thread on every way out of the loop
+        with closing(prefetch(self._cpu_batches(), depth=2)) as data, GracefulStop() as stop, bar:
             while self.step < cfg.steps:
                 position, cpu_batches = next(data)
                 batches = [objectives.to_device(b, ctx.device) for b in cpu_batches]
@@ -301,7 +321,10 @@ class _Run:
                         and dist.any_rank(stop.requested, ctx.device)):
                     stopped_by = stop.signal_name or "signal"
                     break
-        data.close()  # stops the prefetch thread
+                if self.step < cfg.steps and budget_over(self.budget, ctx.device):
+                    if ctx.is_main:  # slower than measured: finish (save, export) on time
+                        self.logger.log(step=self.step, event="budget_stop", **self.budget.describe())
+                    break
         if saved_at != self.step:
             self._save(trainer)
         if stopped_by:

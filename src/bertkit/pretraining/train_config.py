@@ -48,6 +48,9 @@ class PretrainConfig:
     compile: bool = False
     device: str = "auto"
     dynamic_masking: bool | None = None
+    mask_rate: float | None = None
+    max_predictions: int | None = None
+    budget: str | None = None
     seed: int = 0
     log_every: int = 10
     save_every: int = 500
@@ -93,9 +96,29 @@ class PretrainConfig:
         for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every", "keep"):
             if int(getattr(self, name)) < 1:
                 raise BertkitError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+        self._validate_recipe()
+        if self.warmup_steps is not None and self.budget is None and not 0 <= self.warmup_steps <= self.steps:
             raise BertkitError(f"warmup_steps must lie in 0..steps ({self.steps}), got {self.warmup_steps}")
         return self
+
+    def _validate_recipe(self) -> None:
+        """The budget and masking knobs (issue 11): clear errors before any work."""
+        if self.budget is not None:
+            from bertkit.pretraining.budget import parse_budget
+
+            parse_budget(self.budget)
+        if self.mask_rate is not None:
+            if not 0.0 < self.mask_rate < 1.0:
+                raise BertkitError(f"mask_rate must lie strictly between 0 and 1, got {self.mask_rate}")
+            if self.dynamic_masking is False:
+                raise BertkitError("mask_rate draws masks at load time: it cannot be combined "
+                                   "with --no-dynamic-masking")
+            if self.objective == "ltr":
+                raise BertkitError("mask_rate has no effect with objective ltr (it masks nothing)")
+        elif self.max_predictions is not None:
+            raise BertkitError("max_predictions applies to masks drawn with --mask-rate: give one")
+        if self.max_predictions is not None and self.max_predictions < 1:
+            raise BertkitError(f"max_predictions must be >= 1, got {self.max_predictions}")
 
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}

@@ -1,0 +1,242 @@
+"""``--budget``: its arithmetic, the run it plans, the deadline and resume (fake clocks only)."""
+
+import json
+
+import pytest
+import torch
+
+from bertkit.errors import BertkitError
+from bertkit.pretraining import budget as budget_mod
+from bertkit.pretraining.budget import (
+    BudgetClock,
+    measure_step_seconds,
+    parse_budget,
+    plan_steps,
+)
+from bertkit.pretraining.train import pretrain
+from bertkit.pretraining.train_config import PretrainConfig
+from bertkit.runlog import read_log
+from bertkit.training import CheckpointManager
+
+from .train_helpers import make_data, settings, weights
+
+
+class FakeClock:
+    """Time moves only when the test says so."""
+
+    def __init__(self, t: float = 0.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+# ------------------------------------------------------------------ arithmetic
+@pytest.mark.parametrize("text, seconds", [("1h", 3600), ("90m", 5400), ("3600s", 3600),
+                                           ("1h30m", 5400), ("1.5h", 5400), ("2m30s", 150),
+                                           (" 45S ", 45)])
+def test_parse_budget(text, seconds):
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1x", "0", "0s", "0h0m", "", "90", "h", "1h1h", "m30", "-5m"])
+def test_parse_budget_rejects(text):
+    with pytest.raises(BertkitError, match="budget"):
+        parse_budget(text)
+
+
+def test_config_rejects_malformed_budget_before_any_work(tmp_path):
+    config = PretrainConfig(data=str(tmp_path / "nowhere"), out=str(tmp_path / "out"), budget="1x")
+    with pytest.raises(BertkitError, match="'1x'"):
+        config.validate()
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_steps():
+    # 2% reserve: 3600 * 0.98 = 3528 s usable, 28 s already spent, 1.75 s per step
+    assert plan_steps(3600, 28.0, 1.75) == 2000
+    assert plan_steps(100, 0.0, 0.98) == 100
+    assert plan_steps(100, 0.0, 0.99) == 98
+    assert plan_steps(10, 9.5, 0.2, reserve_fraction=0.0) == 2
+
+
+@pytest.mark.parametrize("budget_s, spent, step", [(1, 0, 2.0), (100, 98, 0.5), (10, 12, 1.0)])
+def test_plan_steps_shorter_than_one_step(budget_s, spent, step):
+    with pytest.raises(BertkitError, match="shorter than one training step"):
+        plan_steps(budget_s, spent, step)
+
+
+def test_budget_clock_counts_time_spent_before():
+    clock = FakeClock(50.0)
+    b = BudgetClock(100.0, spent_before=30.0, clock=clock)
+    assert b.spent() == 30.0 and b.left() == 70.0 and not b.over()
+    clock.t = 117.0
+    assert b.spent() == 97.0 and not b.over()  # reserve starts at 98 s
+    clock.t = 118.0
+    assert b.over() and b.left() == 2.0
+
+
+def test_measure_step_seconds_drops_the_first_step():
+    clock = FakeClock()
+    durations = iter([9.0, 1.0, 3.0, 2.0, 2.5])
+
+    def step():
+        clock.t += next(durations)
+
+    assert measure_step_seconds(step, probes=5, clock=clock) == 2.25
+
+
+# ------------------------------------------------------------------ runs
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return make_data(tmp_path_factory.mktemp("budget"))
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "now", clock)
+    return clock
+
+
+def _fixed_probe(monkeypatch, seconds: float):
+    monkeypatch.setattr(budget_mod, "_probe", lambda run: seconds)
+
+
+def _ticking(clock, seconds_per_step: float):
+    def on_step(step):
+        clock.t += seconds_per_step
+    return on_step
+
+
+def _budget_state(run_dir):
+    return CheckpointManager(run_dir / "checkpoints").load()["extra"]["budget"]
+
+
+def test_budget_plans_the_steps_and_exports(files, tmp_path, clock, monkeypatch):
+    _fixed_probe(monkeypatch, 1.0)
+    out = tmp_path / "run"
+    result = pretrain(settings(files, out, budget="20s", steps=1000), on_step=_ticking(clock, 1.0))
+    # 20 s less the 2% reserve = 19.6 s at 1 s a step
+    assert result.step == 19 and result.stopped_by is None
+    assert (out / "model" / "model.safetensors").is_file()
+    plan = [r for r in read_log(out / "log.jsonl") if r.get("event") == "budget"]
+    assert plan and plan[0]["steps"] == 19 and plan[0]["step_s"] == 1.0
+    import yaml
+
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["steps"] == 19 and saved["budget"] == "20s"
+    state = _budget_state(out)
+    assert state["steps"] == 19 and state["budget_s"] == 20.0
+    assert state["spent_s"] == 19.0  # the final checkpoint follows the 19th step
+    lrs = [r["lr"] for r in read_log(out / "log.jsonl") if "lr" in r]
+    assert lrs[-1] < lrs[0] or len(lrs) == 1  # the schedule decays over the planned steps
+
+
+def test_budget_stops_at_the_deadline_when_slower_than_measured(files, tmp_path, clock, monkeypatch):
+    _fixed_probe(monkeypatch, 1.0)  # planned 19 steps of 1 s, but each takes 2 s
+    out = tmp_path / "slow"
+    result = pretrain(settings(files, out, budget="20s"), on_step=_ticking(clock, 2.0))
+    assert result.step == 10 and result.stopped_by is None  # 10 x 2 s >= 19.6 s
+    assert (out / "model" / "model.safetensors").is_file()
+    stops = [r for r in read_log(out / "log.jsonl") if r.get("event") == "budget_stop"]
+    assert len(stops) == 1 and stops[0]["step"] == 10 and stops[0]["steps"] == 19
+
+
+def test_budget_too_short_for_one_step_fails_before_training(files, tmp_path):
+    out = tmp_path / "short"
+    with pytest.raises(BertkitError, match="shorter than one training step"):
+        pretrain(settings(files, out, budget="0.001s"))  # the real probe: a step takes longer
+    assert not (out / "checkpoints").exists() or not any((out / "checkpoints").iterdir())
+    assert not (out / "model").exists()
+
+
+def test_probe_leaves_no_trace(files, tmp_path, monkeypatch):
+    """A budget run planned at 8 steps (real probe) == a plain --steps 8 run, bit for bit."""
+    monkeypatch.setattr(budget_mod, "plan_steps", lambda *a, **k: 8)
+    pretrain(settings(files, tmp_path / "budget", budget="1h", dropout=0.1, dynamic_masking=True))
+    pretrain(settings(files, tmp_path / "plain", steps=8, dropout=0.1, dynamic_masking=True))
+    a, b = weights(tmp_path / "budget"), weights(tmp_path / "plain")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_resume_keeps_the_plan_and_the_time_spent(files, tmp_path, clock, monkeypatch):
+    _fixed_probe(monkeypatch, 1.0)
+    reference = tmp_path / "whole"
+    pretrain(settings(files, reference, budget="20s"), on_step=_ticking(clock, 1.0))
+
+    clock.t = 0.0
+    out = tmp_path / "cut"
+    tick = _ticking(clock, 1.0)
+
+    def stop_at_7(step):
+        tick(step)
+        if step == 7:
+            raise _Interrupt  # a crash: the newest checkpoint is step 6's
+
+    with pytest.raises(_Interrupt):
+        pretrain(settings(files, out, budget="20s"), on_step=stop_at_7)
+    saved = _budget_state(out)
+    assert saved["steps"] == 19 and saved["spent_s"] == 5.0  # taken before step 6's tick
+
+    def no_probe(run):
+        raise AssertionError("a resumed budget run must not measure again")
+
+    monkeypatch.setattr(budget_mod, "_probe", no_probe)
+    clock.t = 1000.0  # another day, another clock origin
+    with pytest.raises(BertkitError, match="same --budget"):
+        pretrain(settings(files, out, budget="30s", resume=True))
+    result = pretrain(settings(files, out, budget="20s", resume=True), on_step=_ticking(clock, 1.0))
+    assert result.step == 19
+    assert _budget_state(out)["spent_s"] == 5.0 + 13  # steps 7..19 after the resume
+    a, b = weights(out), weights(reference)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    events = [r.get("event") for r in read_log(out / "log.jsonl")]
+    assert "resume" in events
+
+
+def test_resume_needs_the_budget_it_was_started_with(files, tmp_path, clock, monkeypatch):
+    out = tmp_path / "plain"
+    pretrain(settings(files, out, steps=3))
+    with pytest.raises(BertkitError, match="without --budget"):
+        pretrain(settings(files, out, budget="1h", resume=True))
+
+
+def test_budget_flag_reaches_the_config(files, tmp_path):
+    from bertkit.cli.main import build_parser
+    from bertkit.cli.pretrain import config_from_args
+
+    args = build_parser().parse_args(["pretrain", "--data", "d", "--out", "o", "--budget", "90m",
+                                      "--mask-rate", "0.3"])
+    config = config_from_args(args)
+    assert config.budget == "90m" and config.mask_rate == 0.3
+    assert json.dumps(config.to_dict())  # plain values, stored in checkpoints
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_precision_auto_is_resolved_logged_and_saved(files, tmp_path, monkeypatch, native, expected):
+    import yaml
+
+    from bertkit.training import precision as precision_mod
+    from bertkit.training.precision import CpuBf16
+
+    monkeypatch.setattr(precision_mod, "cpu_bf16_support", lambda: CpuBf16(native, "test flags"))
+    out = tmp_path / expected
+    pretrain(settings(files, out, steps=2, precision="auto"))
+    note = [r for r in read_log(out / "log.jsonl") if r.get("event") == "precision"]
+    assert note[0]["precision"] == expected and note[0]["requested"] == "auto"
+    assert "test flags" in note[0]["reason"]
+    assert yaml.safe_load((out / "config.yaml").read_text())["precision"] == expected
+    assert CheckpointManager(out / "checkpoints").load()["config"]["precision"] == expected

@@ -1,0 +1,159 @@
+"""``bertkit downstream``: a tiny model on two tiny GLUE-layout tasks (SST-2, RTE) made here."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+from bertkit.errors import BertkitError, CheckpointError
+from bertkit.tasks.downstream import DownstreamConfig, downstream, format_results
+
+from .finetune_helpers import make_model, one_thread, sentence, write_sst2  # noqa: F401
+
+FAST = dict(lrs=(5e-3, 1e-3), seeds=(1, 2), epochs=4, batch_size=16, max_seq_length=32,
+            progress=False)
+
+
+def write_rte(directory: Path, train: int = 48, dev: int = 24) -> Path:
+    """RTE's layout (index, sentence1, sentence2, label); entailment when the hypothesis
+    holds ``good``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n, seed in (("train.tsv", train, 3), ("dev.tsv", dev, 4)):
+        rng = random.Random(seed)
+        lines = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            good = i % 2 == 0
+            lines.append(f"{i}\t{sentence(rng, 'day')}\t{sentence(rng, 'good' if good else 'bad')}\t"
+                         f"{'entailment' if good else 'not_entailment'}")
+        (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("downstream")
+    glue = root / "glue"
+    write_sst2(glue / "SST-2", train=128, dev=32)
+    write_rte(glue / "RTE")
+    return {"model": make_model(root / "model"), "glue": glue, "root": root}
+
+
+@pytest.fixture(scope="module")
+def finished(setup):
+    out = setup["root"] / "out"
+    lines = []
+    results = downstream(setup["model"], DownstreamConfig(out=str(out), tasks=("sst2", "rte"),
+                                                          data=str(setup["glue"]), **FAST),
+                         echo=lines.append)
+    return out, results, lines
+
+
+def test_grid_table_and_files(finished):
+    out, results, lines = finished
+    assert len(lines) == 2 * 2 * 2 and all("skipped" not in line for line in lines)
+    assert set(results["tasks"]) == {"sst2", "rte"}
+    sst2 = results["tasks"]["sst2"]
+    assert sst2["metric"] == "accuracy" and len(sst2["scores"]) == 2
+    # the chosen learning rate is the one with the best mean dev score over the seeds
+    means = {lr: sum(s.values()) / len(s) for lr, s in sst2["grid"].items()}
+    assert means[f"{sst2['lr']:g}"] == max(means.values()) == pytest.approx(sst2["mean"])
+    assert sst2["mean"] > 0.7  # the toy task is separable by one word: fine-tuning ran
+    for task in ("sst2", "rte"):
+        for lr in ("0.005", "0.001"):
+            for seed in (1, 2):
+                run = out / task / f"lr-{lr}_seed-{seed}"
+                assert json.loads((run / "results.json").read_text())["task"] == task
+                assert not (run / "model.safetensors").exists()  # weights deleted once scored
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["tasks"]["rte"]["scores"] == results["tasks"]["rte"]["scores"]
+    assert saved["average"] == pytest.approx((sst2["mean"] + results["tasks"]["rte"]["mean"]) / 2)
+    assert (out / "downstream.png").read_bytes()[:4] == b"\x89PNG"
+    table = format_results(results)
+    assert table.splitlines()[0].split() == ["task", "metric", "mean", "std", "seeds", "lr", "time_s"]
+    assert "average" in table.splitlines()[-1]
+
+
+def test_restart_skips_finished_runs_and_redoes_unfinished(finished, setup):
+    out, results, _ = finished
+    unfinished = out / "rte" / "lr-0.001_seed-2"
+    (unfinished / "results.json").unlink()
+    (unfinished / "stale.txt").write_text("from a killed run")
+    lines = []
+    again = downstream(setup["model"], DownstreamConfig(out=str(out), tasks=("sst2", "rte"),
+                                                        data=str(setup["glue"]), **FAST),
+                       echo=lines.append)
+    assert sum("skipped" in line for line in lines) == 7
+    assert not (unfinished / "stale.txt").exists() and (unfinished / "results.json").is_file()
+    assert again["tasks"]["sst2"] == results["tasks"]["sst2"]
+
+
+def test_random_init_uses_the_config_not_the_weights(setup, tmp_path):
+    import torch
+
+    from bertkit.checkpoint import read_weights
+
+    out = tmp_path / "random"
+    results = downstream(setup["model"], DownstreamConfig(
+        out=str(out), tasks=("sst2",), data=str(setup["glue"]), random_init=True,
+        **{**FAST, "lrs": (5e-3,)}), echo=lambda _: None)
+    assert results["random_init"] and len(results["tasks"]["sst2"]["scores"]) == 2
+    source = read_weights(setup["model"])
+    name = "bert.embeddings.word_embeddings.weight"
+    one, two = (read_weights(out / "random-init" / f"seed-{s}") for s in (1, 2))
+    key = next(k for k in one if k.endswith("embeddings.word_embeddings.weight"))
+    assert one[key].shape == source[name].shape
+    assert not torch.equal(one[key], source[name]) and not torch.equal(one[key], two[key])
+    assert (out / "random-init" / "seed-1" / "vocab.txt").is_file()
+
+
+def test_cli_prints_the_table(setup, tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = main(["downstream", str(setup["model"]), "--tasks", "SST-2", "--data", str(setup["glue"]),
+                 "--out", str(out), "--lrs", "5e-3", "--seeds", "1", "--epochs", "1",
+                 "--batch-size", "16", "--max-seq-length", "32", "--max-train-examples", "40",
+                 "--precision", "fp32", "--no-progress"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "sst2" in text and "average" in text and "results.json" in text
+    assert json.loads((out / "results.json").read_text())["settings"]["max_train_examples"] == 40
+
+
+@pytest.mark.parametrize("tasks, message", [(("cola", "nope"), "unknown task .nope."),
+                                            (("squad",), "unknown task 'squad'"),
+                                            (("cola",), "CoLA: no cola train file")])
+def test_bad_tasks_fail_before_training(setup, tmp_path, tasks, message):
+    with pytest.raises(BertkitError, match=message):
+        downstream(setup["model"], DownstreamConfig(out=str(tmp_path / "x"), tasks=tasks,
+                                                    data=str(setup["glue"]), **FAST))
+    assert not (tmp_path / "x").exists()
+
+
+def test_model_without_vocabulary(setup, tmp_path):
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(setup["model"], bare)
+    for name in ("vocab.txt", "tokenizer_config.json", "tokenizer.json"):
+        (bare / name).unlink(missing_ok=True)
+    with pytest.raises(CheckpointError, match="no vocabulary"):
+        downstream(bare, DownstreamConfig(out=str(tmp_path / "x"), tasks=("sst2",),
+                                          data=str(setup["glue"]), **FAST))
+
+
+def test_bad_grid_values(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["downstream", "m", "--lrs", "fast"])
+    with pytest.raises(BertkitError, match="positive"):
+        DownstreamConfig(lrs=(0.0,)).validate()
+
+
+def test_mrpc_raw_layout_is_accepted(shared, tmp_path):
+    """The shared MRPC folder holds the raw msr_paraphrase files: train and dev are found."""
+    from bertkit.tasks.downstream import check_tasks
+
+    glue = shared("glue")
+    assert check_tasks(["mrpc", "STS-B"], glue) == ["mrpc", "stsb"]
