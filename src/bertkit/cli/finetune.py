@@ -182,6 +182,18 @@ def _setup(args, for_training: bool):
     return task, tokenizer, entry
 
 
+def _train_max_len(args, task) -> int:
+    """``--max-seq-length``, else the task's default capped at the model's positions (a
+    small model with 64 positions trains at 64 without a word; an explicit larger value is
+    refused by ``finetune``)."""
+    length = _max_len(args, {}, task)
+    if args.max_seq_length is None:
+        from bertkit.checkpoint import load_config
+
+        length = min(length, load_config(args.model).max_position_embeddings)
+    return length
+
+
 def _max_len(args, entry: dict, task=None) -> int:
     """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD 384)."""
     default = getattr(task, "default_max_seq_length", 128)
@@ -198,7 +210,7 @@ def run_finetune(args) -> int:
         cfg = FinetuneConfig(
             lr=args.lr, batch=args.batch_size, epochs=args.epochs, seed=args.seed,
             grid=parse_grid(args.grid) if args.grid is not None else None,
-            max_seq_length=_max_len(args, {}, task), warmup=args.warmup,
+            max_seq_length=_train_max_len(args, task), warmup=args.warmup,
             weight_decay=args.weight_decay, dropout=args.dropout, max_grad_norm=args.max_grad_norm,
             eval_batch=args.eval_batch_size, device=args.device, precision=args.precision,
             log_every=args.log_every, progress=args.progress, select=args.select,
