@@ -347,6 +347,22 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
     return RunResult(hyper, history[chosen], chosen + 1, history, time.perf_counter() - started)
 
 
+def check_hyper(cfg: FinetuneConfig) -> None:
+    """Every grid point's values in range, before any data is read (a zero batch size used to
+    fail deep in the schedule, a zero eval batch size only after the first epoch)."""
+    for hyper in grid_points(cfg):
+        for name, value, low in (("--batch-size", hyper.batch, 1), ("--epochs", hyper.epochs, 1)):
+            if value < low:
+                raise BertkitError(f"{name} must be at least {low}, got {value}")
+        if not hyper.lr > 0:
+            raise BertkitError(f"--lr must be positive, got {hyper.lr:g}")
+    if cfg.eval_batch < 1:
+        raise BertkitError(f"--eval-batch-size must be at least 1, got {cfg.eval_batch}")
+    if not 0 <= cfg.warmup <= 1:
+        raise BertkitError(f"--warmup is the warm-up share of the updates: it must lie in [0, 1], "
+                           f"got {cfg.warmup:g}")
+
+
 def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | None = None,
              tokenizer=None, logger: RunLogger | None = None) -> tuple[list[RunResult], RunResult]:
     """Run the grid (see the module docstring); returns every run and the best one."""
@@ -357,6 +373,7 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     cfg = cfg or FinetuneConfig()
     if cfg.select not in ("best", "last"):
         raise BertkitError(f"select must be 'best' or 'last', got {cfg.select!r}")
+    check_hyper(cfg)
     out_dir = Path(out_dir)
     run_dir = RunDir(out_dir)
     run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
