@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Fuzz tests (hypothesis): small and reproducible in CI, longer on demand.
+#   ci (default): 60 examples per test, derandomized (the same examples every run), no
+#                 example database written;
+#   long:         HYPOTHESIS_PROFILE=long, 1000 examples per test, random, database kept
+#                 in .hypothesis/ so a failure found once is replayed first next time.
+_FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                   HealthCheck.function_scoped_fixture])
+settings.register_profile("ci", max_examples=60, derandomize=True, database=None, **_FUZZ)
+settings.register_profile("long", max_examples=1000, **_FUZZ)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -97,8 +97,12 @@ def test_pre_tokenized_words_give_word_ids(tok):
 
 def test_decode_and_conversions(tok):
     ids = tok.encode("unwanted running!").input_ids
-    assert tok.decode(ids) == "[CLS] unwanted running ! [SEP]"
-    assert tok.decode(ids, skip_special_tokens=True) == "unwanted running !"
+    assert tok.decode(ids) == "[CLS] unwanted running! [SEP]"
+    assert tok.decode(ids, skip_special_tokens=True) == "unwanted running!"
+    assert tok.decode(ids, clean_up_tokenization_spaces=False) == "[CLS] unwanted running ! [SEP]"
+    ids = tok.encode("he's unwanted, she ' s good.", add_special_tokens=False).input_ids
+    assert tok.decode(ids) == "he's unwanted, she's good."
+    assert tok.decode(ids, clean_up_tokenization_spaces=False) == "he ' s unwanted , she ' s good ."
     assert tok.convert_ids_to_tokens(tok.convert_tokens_to_ids(["the", "zzz"])) == ["the", "[UNK]"]
 
 

@@ -1,9 +1,10 @@
-"""Scoring commands: ``squad-eval`` (the official SQuAD v2.0 script) and ``conll-eval``."""
+"""Scoring commands: ``squad-eval`` (the official SQuAD v1.1 / v2.0 scripts) and ``conll-eval``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from bertkit.errors import DataFormatError
 
@@ -12,8 +13,11 @@ def register(subparsers) -> None:
     """Add the ``squad-eval`` and ``conll-eval`` commands."""
     squad = subparsers.add_parser(
         "squad-eval",
-        help="score SQuAD predictions exactly as the official v2.0 evaluation script",
-        description="Score SQuAD v1.1/v2.0 predictions; prints the official script's JSON.",
+        help="score SQuAD predictions exactly as the official v1.1 / v2.0 evaluation scripts",
+        description="Score SQuAD predictions by the official script of the dataset's version "
+                    "(its 'version' field, or --squad-version); prints that script's JSON. "
+                    "v1.1 rules: a question without a prediction scores 0 and counts in the "
+                    "total. v2.0 rules: it is left out of the total.",
     )
     squad.add_argument("data_file", metavar="DATA.json", help="SQuAD dataset file (official JSON layout)")
     squad.add_argument("pred_file", metavar="PREDICTIONS.json",
@@ -25,6 +29,9 @@ def register(subparsers) -> None:
                        help="predict no answer when the no-answer probability exceeds T (default 1.0)")
     squad.add_argument("--out-file", default=None, metavar="F",
                        help="write the metrics JSON to F instead of printing it")
+    squad.add_argument("--squad-version", default=None, choices=("1.1", "2.0", "v1.1", "v2.0"),
+                       help="score by this version's official rules instead of those of the "
+                            "dataset's 'version' field (default: the field)")
     squad.set_defaults(func=run_squad_eval)
 
     conll = subparsers.add_parser(
@@ -45,65 +52,81 @@ def _mapping(path, value, what: str) -> dict:
     return value
 
 
-def check_squad_dataset(path, dataset: dict) -> None:
-    """The fields the scorer reads, with the JSON path of the first wrong one named:
-    ``data`` (list) -> ``paragraphs`` (list) -> ``qas`` (list) -> ``id`` (str) and
-    ``answers`` (list of objects with a string ``text``)."""
-    def need(value, kind, where: str):
-        if not isinstance(value, kind):
-            found = "missing" if value is None else f"a {type(value).__name__}"
-            raise DataFormatError(path, f"not a SQuAD dataset: {where} should be a "
-                                        f"{kind.__name__}, found {found}")
-        return value
-
-    for a, article in enumerate(need(dataset.get("data"), list, "data")):
-        need(article, dict, f"data[{a}]")
-        for p, paragraph in enumerate(need(article.get("paragraphs"), list, f"data[{a}].paragraphs")):
-            where = f"data[{a}].paragraphs[{p}]"
-            need(paragraph, dict, where)
-            for q, qa in enumerate(need(paragraph.get("qas"), list, f"{where}.qas")):
-                need(qa, dict, f"{where}.qas[{q}]")
-                qid = need(qa.get("id"), str, f"{where}.qas[{q}].id")
-                for n, answer in enumerate(need(qa.get("answers"), list, f"question {qid}: answers")):
-                    need(need(answer, dict, f"question {qid}: answers[{n}]").get("text"), str,
-                         f"question {qid}: answers[{n}].text")
-
-
 def run_squad_eval(args: argparse.Namespace) -> int:
     """Handler of ``squad-eval``: official JSON to stdout (indent 2) or to ``--out-file``."""
     from bertkit.fileio import atomic_write, check_writable
-    from bertkit.metrics.squad import squad_evaluate
+    from bertkit.metrics.squad import (
+        check_dataset,
+        missing_predictions,
+        squad_evaluate,
+        squad_rules,
+    )
     from bertkit.tasks.formats.base import read_json
 
     if args.out_file:
         check_writable(args.out_file, "--out-file")
 
     dataset = _mapping(args.data_file, read_json(args.data_file), "a SQuAD dataset")
+    try:
+        check_dataset(dataset)
+        rules = squad_rules(dataset, args.squad_version)
+    except ValueError as e:
+        hint = "" if "version" not in str(e) else " (--squad-version 1.1 or 2.0)"
+        raise DataFormatError(args.data_file, f"{e}{hint}") from None
     predictions = _mapping(args.pred_file, read_json(args.pred_file), "predictions")
     bad = next((qid for qid, text in predictions.items() if not isinstance(text, str)), None)
     if bad is not None:
         raise DataFormatError(args.pred_file, f"the prediction for {bad} is not a string")
-    check_squad_dataset(args.data_file, dataset)
     na_probs = None
     if args.na_prob_file:
-        na_probs = _mapping(args.na_prob_file, read_json(args.na_prob_file), "no-answer probabilities")
-        bad = next(((q, p) for q, p in na_probs.items()
-                    if not isinstance(p, int | float) or isinstance(p, bool)), None)
-        if bad is not None:
-            raise DataFormatError(args.na_prob_file, f"the no-answer probability of {bad[0]} is "
-                                                     f"{bad[1]!r}, not a number")
+        na_probs = _na_probs(args.na_prob_file, dataset, predictions)
+    if rules == "v1.1" and (na_probs is not None or args.na_prob_thresh != 1.0):
+        raise DataFormatError(args.data_file, "--na-prob and --na-prob-thresh need the v2.0 "
+                                              "rules; this dataset is scored by the v1.1 rules")
+    missing = missing_predictions(dataset, predictions)
     try:
-        result = squad_evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
-    except (KeyError, TypeError) as e:
-        raise DataFormatError(args.data_file, f"not a SQuAD dataset (bad or missing field {e})") from None
+        result = squad_evaluate(dataset, predictions, na_probs, args.na_prob_thresh, rules)
     except ValueError as e:
         raise DataFormatError(args.pred_file, str(e)) from None
+    _report_missing(rules, missing)
     if args.out_file:
         with atomic_write(args.out_file) as f:
             json.dump(result, f)
     else:
         print(json.dumps(result, indent=2))
     return 0
+
+
+def _na_probs(path, dataset, predictions) -> dict:
+    """The ``--na-prob`` file checked: a number for every question with a prediction."""
+    from bertkit.metrics.squad import missing_predictions
+    from bertkit.tasks.formats.base import read_json
+
+    na_probs = _mapping(path, read_json(path), "no-answer probabilities")
+    bad = next((k for k, v in na_probs.items()
+                if not isinstance(v, int | float) or isinstance(v, bool)), None)
+    if bad is not None:
+        raise DataFormatError(path, f"the no-answer probability for {bad} is not a number")
+    lacking = [q for q in missing_predictions(dataset, na_probs) if q in predictions]
+    if lacking:
+        raise DataFormatError(path, f"{len(lacking)} questions with a prediction lack a "
+                                    f"no-answer probability, e.g. {lacking[0]}")
+    return na_probs
+
+
+def _report_missing(rules: str, missing: list[str], shown: int = 20) -> None:
+    """Say on stderr which questions lack a prediction and what the rules do with them.
+
+    The official scripts print one line per question (v1.1 on stderr, v2.0 on stdout):
+    the same lines go to stderr here, the first ``shown`` of them, then a count.
+    """
+    line = ("Unanswered question {} will receive score 0." if rules == "v1.1"
+            else "Missing prediction for {} (left out of the total, as the v2.0 rules do).")
+    for qid in missing[:shown]:
+        print(line.format(qid), file=sys.stderr)
+    if len(missing) > shown:
+        print(f"... and {len(missing) - shown} more questions without a prediction "
+              f"({len(missing)} in all).", file=sys.stderr)
 
 
 def conll_report(scores: dict) -> str:

@@ -25,6 +25,10 @@ def register(subparsers) -> None:
     p.add_argument("--vocab", required=True, metavar="VOCAB", help="WordPiece vocab.txt")
     p.add_argument("--cased", action="store_true",
                    help="keep case and accents (for a cased vocabulary); default lowercases")
+    p.add_argument("--google-tokenizer", action="store_true",
+                   help="tokenize exactly as Google's original tokenization.py (whole-text "
+                        "lower-casing with final sigma, words up to 200 characters, special "
+                        "tokens in the text split) instead of Hugging Face's tokenizer")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="output directory (meta.json is written last; an old one is removed first)")
     p.add_argument("--max-seq-length", type=int, default=128,
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             dynamic_masking=args.dynamic_masking,
             split_sentences=args.split_sentences,
             lowercase=not args.cased,
+            google_tokenizer=args.google_tokenizer,
             seed=args.seed,
             chunk_sentences=args.chunk_sentences,
             shuffle_documents=args.shuffle_documents,

@@ -1,8 +1,19 @@
-"""SQuAD exact match and F1, exactly as the official SQuAD v2.0 evaluation script.
+"""SQuAD exact match and F1, exactly as the official evaluation scripts.
 
-The official script also scores v1.1 files (every question answerable), so one function,
-:func:`squad_evaluate`, serves both versions and returns the script's JSON dict: same
-keys, same order, same float values (sums are taken in the same order).
+There are two official scripts and they disagree on two points, so a file is scored by the
+rules of its own version (:func:`squad_rules` reads the dataset's ``version`` field):
+
+* **v1.1** (``evaluate-v1.1.py``): every question of the dataset counts in the total; one
+  without a prediction scores 0 (the script prints ``Unanswered question ID will receive
+  score 0.``). F1 is 0 whenever prediction and gold share no token, even when both
+  normalise to nothing. Output: ``{"exact_match", "f1"}``.
+* **v2.0** (``evaluate-v2.0.py``): questions without a prediction are left out; gold
+  answers that normalise to nothing are dropped (none left: the gold is ``""``), and two
+  empty token lists have F1 1. Output: ``exact, f1, total`` and the HasAns/NoAns and
+  best-threshold figures.
+
+:func:`squad_evaluate` returns the chosen script's JSON dict: same keys, same order, same
+float values (sums are taken in the same order).
 """
 
 from __future__ import annotations
@@ -13,12 +24,20 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 
 __all__ = [
+    "SQUAD_RULES",
+    "check_dataset",
     "compute_exact",
     "compute_f1",
+    "compute_f1_v1",
     "find_best_threshold",
+    "missing_predictions",
     "normalize_answer",
     "squad_evaluate",
+    "squad_evaluate_v1",
+    "squad_rules",
 ]
+
+SQUAD_RULES = ("v1.1", "v2.0")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -50,6 +69,91 @@ def compute_f1(gold: str, prediction: str) -> float:
     precision = 1.0 * same / len(pred_tokens)
     recall = 1.0 * same / len(gold_tokens)
     return (2 * precision * recall) / (precision + recall)
+
+
+def compute_f1_v1(gold: str, prediction: str) -> float:
+    """F1 by the v1.1 script: 0 when no token is shared, even if both sides are empty."""
+    gold_tokens, pred_tokens = normalize_answer(gold).split(), normalize_answer(prediction).split()
+    same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if same == 0:
+        return 0
+    precision = 1.0 * same / len(pred_tokens)
+    recall = 1.0 * same / len(gold_tokens)
+    return (2 * precision * recall) / (precision + recall)
+
+
+def squad_rules(dataset_json, override: str | None = None) -> str:
+    """``"v1.1"`` or ``"v2.0"``: ``override`` if given, else the dataset's ``version`` field.
+
+    Both spellings (``1.1`` / ``v1.1``, ``2.0`` / ``v2.0``) are accepted; a missing or
+    other version is a ``ValueError`` asking for an explicit choice.
+    """
+    given = override
+    if given is None:
+        given = dataset_json.get("version") if isinstance(dataset_json, Mapping) else None
+        if given is None:
+            raise ValueError("the dataset has no 'version' field: choose the scoring rules "
+                             "(v1.1 or v2.0) explicitly")
+    rules = str(given) if str(given).startswith("v") else f"v{given}"
+    if rules not in SQUAD_RULES:
+        source = "requested" if override is not None else "the dataset's"
+        raise ValueError(f"{source} SQuAD version {given!r} is not one of 1.1, 2.0")
+    return rules
+
+
+def missing_predictions(dataset_json, predictions: Mapping[str, str]) -> list[str]:
+    """Question ids of the dataset (in its order) that have no prediction."""
+    return [qa["id"] for qa in _questions(dataset_json) if qa["id"] not in predictions]
+
+
+def squad_evaluate_v1(dataset_json, predictions: Mapping[str, str]) -> dict:
+    """The official v1.1 script's output ``{"exact_match", "f1"}`` (percent).
+
+    Every question counts; one without a prediction scores 0. A question without any
+    gold answer cannot be scored by these rules (the script crashes): ``ValueError``.
+    """
+    exact_match = f1 = total = 0
+    for qa in _questions(dataset_json):
+        total += 1
+        if qa["id"] not in predictions:
+            continue
+        gold = [a["text"] for a in qa["answers"]]
+        if not gold:
+            raise ValueError(f"question {qa['id']} has no gold answer: v1.1 rules need one "
+                             "(score SQuAD v2.0 data by the v2.0 rules)")
+        prediction = predictions[qa["id"]]
+        exact_match += max(normalize_answer(prediction) == normalize_answer(g) for g in gold)
+        f1 += max(compute_f1_v1(g, prediction) for g in gold)
+    if not total:
+        raise ValueError("the dataset has no question")
+    return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
+
+
+def check_dataset(dataset_json) -> None:
+    """Raise ``ValueError`` naming the place unless the scorer can read ``dataset_json``.
+
+    What the scripts read must be there: ``data`` a list of articles, each with a list of
+    ``paragraphs``, each with a list of ``qas``, each with a string ``id`` and a list of
+    ``answers`` whose ``text`` is a string (contexts and questions are not needed).
+    """
+    def need(obj, key, kind, where):
+        if not isinstance(obj, dict) or key not in obj:
+            raise ValueError(f"{where}: missing field {key!r}")
+        if not isinstance(obj[key], kind):
+            raise ValueError(f"{where}: field {key!r} should be a {kind.__name__}")
+        return obj[key]
+
+    articles = need(dataset_json, "data", list, "top level") \
+        if isinstance(dataset_json, Mapping) else dataset_json
+    if not isinstance(articles, list):
+        raise ValueError("top level: expected a list of articles")
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(need(article, "paragraphs", list, f"article {a}")):
+            for q, qa in enumerate(need(paragraph, "qas", list, f"article {a} paragraph {p}")):
+                where = f"article {a} paragraph {p} question {q}"
+                where = f"question {need(qa, 'id', str, where)}"
+                for answer in need(qa, "answers", list, where):
+                    need(answer, "text", str, f"{where}, an answer")
 
 
 def _questions(dataset_json) -> Iterator[dict]:
@@ -136,16 +240,25 @@ def _check_inputs(exact, na_probs) -> None:
 
 
 def squad_evaluate(dataset_json, predictions: Mapping[str, str], na_probs=None,
-                   na_prob_thresh: float = 1.0) -> dict:
-    """The official SQuAD v2.0 script's output dict for ``predictions`` ({id: text}).
+                   na_prob_thresh: float = 1.0, version: str | None = None) -> dict:
+    """The official script's output dict for ``predictions`` ({id: text}).
 
-    Keys, in order: ``exact, f1, total``, then ``HasAns_exact/_f1/_total`` if any question
+    The rules are those of ``version`` (``"v1.1"``/``"v2.0"``, or ``1.1``/``2.0``), by
+    default the dataset's ``version`` field (:func:`squad_rules`). v1.1:
+    :func:`squad_evaluate_v1` (``na_probs`` and ``na_prob_thresh`` do not apply).
+
+    v2.0 keys, in order: ``exact, f1, total``, then ``HasAns_exact/_f1/_total`` if any question
     is answerable, ``NoAns_…`` if any is not, and when ``na_probs`` ({id: probability or
     null odds}) is given ``best_exact, best_exact_thresh, best_f1, best_f1_thresh``.
     Scores are percentages. Questions without a prediction are skipped in the overall
     figures as in the script; the script then fails on the HasAns/NoAns breakdown, which
     here counts only the questions that have a prediction.
     """
+    if squad_rules(dataset_json, version) == "v1.1":
+        if na_probs is not None or na_prob_thresh != 1.0:
+            raise ValueError("no-answer probabilities and thresholds belong to the v2.0 rules; "
+                             "the v1.1 rules score every question as answerable")
+        return squad_evaluate_v1(dataset_json, predictions)
     has_answer, exact_raw, f1_raw = _raw_scores(dataset_json, predictions)
     given_probs = na_probs is not None
     na_probs = na_probs if given_probs else {k: 0.0 for k in predictions}

@@ -61,6 +61,7 @@ class CreationSettings:
     dynamic_masking: bool = False
     split_sentences: bool = False
     lowercase: bool = True
+    google_tokenizer: bool = False  # Google tokenization.py's exact ids (BertTokenizer google_compat)
     seed: int = 12345
     chunk_sentences: int = 20_000
     shuffle_documents: bool = True
@@ -94,13 +95,14 @@ class _Job:
 _TOKENIZERS: dict = {}
 
 
-def _tokenizer(vocab_file: str, lowercase: bool):
+def _tokenizer(vocab_file: str, lowercase: bool, google: bool = False):
     """One tokenizer per process and vocabulary (workers build theirs on first use)."""
-    key = (vocab_file, lowercase)
+    key = (vocab_file, lowercase, google)
     if key not in _TOKENIZERS:
         from bertkit.tokenizer import BertTokenizer
 
-        _TOKENIZERS[key] = BertTokenizer.from_file(vocab_file, lowercase=lowercase)
+        _TOKENIZERS[key] = BertTokenizer.from_file(vocab_file, lowercase=lowercase,
+                                                   google_compat=google)
     return _TOKENIZERS[key]
 
 
@@ -119,7 +121,7 @@ def process_chunk(chunk: Chunk, job: _Job) -> tuple[dict[str, np.ndarray], dict[
     A pure function of the chunk, its index and the settings.
     """
     s = job.settings
-    tok = _tokenizer(job.vocab_file, s.lowercase)
+    tok = _tokenizer(job.vocab_file, s.lowercase, s.google_tokenizer)
     documents = []
     for text_document in chunk.documents:
         document = [ids for ids in map(tok.text_to_ids, text_document) if ids]
@@ -267,7 +269,7 @@ def create_pretraining_data(
     vocab_file = Path(vocab_file)
     _TOKENIZERS.clear()  # the vocabulary file may have changed since an earlier call
     _vocab_info.cache_clear()
-    tok = _tokenizer(str(vocab_file), settings.lowercase)
+    tok = _tokenizer(str(vocab_file), settings.lowercase, settings.google_tokenizer)
     try:
         info = _vocab_info(str(vocab_file), settings.lowercase)
     except ValueError as e:

@@ -66,7 +66,8 @@ def build_tokenizer(config: PretrainConfig, meta: dict):
     if lowercase is None:
         lowercase = bool(meta.get("settings", {}).get("lowercase", True))
     if config.vocab:
-        tok = BertTokenizer.from_file(config.vocab, lowercase=lowercase)
+        google = bool(meta.get("settings", {}).get("google_tokenizer", False))
+        tok = BertTokenizer.from_file(config.vocab, lowercase=lowercase, google_compat=google)
     elif config.init_from and init_source(config.init_from)[0] == "model":
         tok = BertTokenizer.from_pretrained(init_source(config.init_from)[1])
     else:

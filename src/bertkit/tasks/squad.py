@@ -7,9 +7,9 @@ labels: :mod:`bertkit.tasks.squad_features` (question = segment A, ``max_seq_len
 384, ``doc_stride`` 128, ``max_query_length`` 64); answers: :mod:`bertkit.tasks.squad_postprocess`
 (``n_best_size`` 20, ``max_answer_length`` 30, text cut from the original passage).
 
-Metrics (percent, as the official script, :func:`bertkit.metrics.squad_evaluate`):
-v1.1: ``f1`` (main), ``exact``. v2.0: ``best_f1`` (main; F1 at the best null threshold
-on this data), ``best_exact``, ``best_f1_thresh`` (that threshold, on ``null_odds``),
+Metrics (percent, as the official scripts, :func:`bertkit.metrics.squad_evaluate`):
+v1.1 (by the v1.1 script's rules): ``f1`` (main), ``exact`` (its ``exact_match``).
+v2.0: ``best_f1`` (main; F1 at the best null threshold on this data), ``best_exact``, ``best_f1_thresh`` (that threshold, on ``null_odds``),
 then ``f1`` / ``exact`` / ``HasAns_*`` / ``NoAns_*`` at the threshold in use
 (``null_score_diff_threshold``, default 0.0). The threshold tuned on the last scored
 evaluation is saved with the model (its ``null_score_diff_threshold`` option), so
@@ -123,10 +123,10 @@ class SquadTask(Task):
         predictions = self.answers(examples, features, outputs)
         dataset = dataset_json(examples)
         if not self.version_2:
-            result = squad_evaluate(dataset, predictions.answers)
-            return {"f1": result["f1"], "exact": result["exact"]}
+            result = squad_evaluate(dataset, predictions.answers, version="v1.1")
+            return {"f1": result["f1"], "exact": result["exact_match"]}
         result = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds,
-                                self.settings["null_score_diff_threshold"])
+                                self.settings["null_score_diff_threshold"], version="v2.0")
         result["best_f1_thresh"] = usable_threshold(dataset, predictions, result)
         self.tuned_threshold = result["best_f1_thresh"]
         return {name: result[name] for name in self.metric_names if name in result}
@@ -175,7 +175,8 @@ def usable_threshold(dataset: dict, predictions: SquadPredictions, result: dict)
     threshold returned lies below every null odds.
     """
     threshold = float(result["best_f1_thresh"])
-    at = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds, threshold)
+    at = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds, threshold,
+                        version="v2.0")
     if at["f1"] < result["best_f1"] - 1e-9:
         threshold = min(predictions.null_odds.values()) - 1.0
     return threshold

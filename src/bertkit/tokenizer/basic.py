@@ -11,8 +11,13 @@ exact map from every normalised character back to the original one for offsets:
   punctuation character is a word of its own.
 
 Words are then the runs of non-space characters. This is the reference BERT behaviour
-(Google's ``BasicTokenizer`` and the ``BertNormalizer`` + ``BertPreTokenizer`` of
-Hugging Face ``tokenizers``).
+of Hugging Face ``tokenizers`` (``BertNormalizer`` + ``BertPreTokenizer``).
+
+``google_compat=True`` reproduces Google's original ``tokenization.py`` instead, which
+differs in three ways: only control characters of category Cc and Cf are dropped
+(private-use and unassigned code points are kept); the text is lower-cased as a whole
+(``str.lower()``, so a capital sigma ending a word becomes the final sigma ``ς``) and
+accents are stripped after lower-casing, not before.
 """
 
 from __future__ import annotations
@@ -44,6 +49,30 @@ def is_control(char: str) -> bool:
     return unicodedata.category(char).startswith("C")
 
 
+def is_google_control(char: str) -> bool:
+    """Google's ``_is_control``: categories Cc and Cf, except tab, newline, carriage return."""
+    return char not in "\t\n\r" and unicodedata.category(char) in ("Cc", "Cf")
+
+
+def final_sigmas(text: str) -> str:
+    """``text`` with each capital sigma that Google's lower-casing turns into the final
+    sigma replaced by ``ς`` (same length, so character offsets are unchanged).
+
+    Google lower-cases the cleaned text (dropped characters removed) with ``str.lower()``,
+    whose Final_Sigma rule looks at the neighbouring characters; the rule is applied here
+    by Python itself on that cleaned text.
+    """
+    kept = [i for i, c in enumerate(text) if c not in "\0\ufffd" and not is_google_control(c)]
+    cleaned = "".join(text[i] for i in kept)
+    lowered = cleaned.lower()
+    out, at = list(text), 0
+    for i, char in zip(kept, cleaned):
+        if char == "\u03a3" and lowered[at] == "\u03c2":
+            out[i] = "\u03c2"
+        at += len(char.lower())
+    return "".join(out)
+
+
 def is_whitespace(char: str) -> bool:
     return char in " \t\n\r" or char.isspace()
 
@@ -58,28 +87,34 @@ def is_punctuation(char: str) -> bool:
 class CharNormalizer(dict):
     """``normalizer[char]`` -> the normalised, space-padded string for one character."""
 
-    def __init__(self, lowercase: bool, strip_accents: bool, split_cjk: bool = True):
+    def __init__(self, lowercase: bool, strip_accents: bool, split_cjk: bool = True,
+                 google_compat: bool = False):
         super().__init__()
         self.lowercase = lowercase
         self.strip_accents = strip_accents
         self.split_cjk = split_cjk
+        self.google_compat = google_compat
 
     def __missing__(self, char: str) -> str:
         self[char] = result = self._normalize(char)
         return result
 
     def _normalize(self, char: str) -> str:
-        if char == "\0" or char == "\ufffd" or is_control(char):
+        dropped = is_google_control if self.google_compat else is_control
+        if char == "\0" or char == "\ufffd" or dropped(char):
             return ""
         if is_whitespace(char):
             return " "
         if self.split_cjk and is_cjk(char):
             return f" {char} "
         text = char
+        lower_first = self.google_compat  # Google lower-cases, then strips accents
+        if self.lowercase and lower_first:
+            text = text.lower()
         if self.strip_accents:
             text = "".join(c for c in unicodedata.normalize("NFD", text)
                            if unicodedata.category(c) != "Mn")
-        if self.lowercase:
+        if self.lowercase and not lower_first:
             text = "".join(c.lower() for c in text)
         return "".join(f" {c} " if is_punctuation(c) else c for c in text)
 
@@ -88,15 +123,18 @@ class BasicTokenizer:
     """Split text into normalised words, with character spans into the original text."""
 
     def __init__(self, lowercase: bool = True, strip_accents: bool | None = None,
-                 split_cjk: bool = True):
+                 split_cjk: bool = True, google_compat: bool = False):
         self.lowercase = lowercase
         self.strip_accents = lowercase if strip_accents is None else strip_accents
-        self.chars = CharNormalizer(lowercase, self.strip_accents, split_cjk)
+        self.chars = CharNormalizer(lowercase, self.strip_accents, split_cjk, google_compat)
+        self.final_sigma = google_compat and lowercase
 
     def words(self, text: str) -> list[str]:
         """Normalised words of ``text``."""
         if text.isascii() and not _ASCII_CONTROL_RE.search(text):
             return ASCII_WORD_RE.findall(text.lower() if self.lowercase else text)
+        if self.final_sigma and "\u03a3" in text:
+            text = final_sigmas(text)
         chars = self.chars
         return "".join([chars[c] for c in text]).split()
 
@@ -108,6 +146,8 @@ class BasicTokenizer:
         if text.isascii() and not _ASCII_CONTROL_RE.search(text):
             matches = list(ASCII_WORD_RE.finditer(text.lower() if self.lowercase else text))
             return list(map(re.Match.group, matches)), list(map(re.Match.span, matches)), None
+        if self.final_sigma and "\u03a3" in text:
+            text = final_sigmas(text)
         chars = self.chars
         pieces = [chars[c] for c in text]
         owner = [i for i, piece in enumerate(pieces) for _ in piece]

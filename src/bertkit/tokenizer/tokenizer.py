@@ -15,7 +15,11 @@ from bertkit.fileio import atomic_write
 from bertkit.tokenizer.basic import BasicTokenizer
 from bertkit.tokenizer.encoding import Encoding, truncated_lengths
 from bertkit.tokenizer.vocab import SPECIAL_TOKENS, Vocab
-from bertkit.tokenizer.wordpiece import WordPiece
+from bertkit.tokenizer.wordpiece import (
+    GOOGLE_MAX_INPUT_CHARS_PER_WORD,
+    MAX_INPUT_CHARS_PER_WORD,
+    WordPiece,
+)
 
 TextInput = str | Sequence[str]  # raw text, or a pre-tokenized list of words
 _IDS = itemgetter(0)
@@ -28,17 +32,30 @@ class BertTokenizer:
     ``lowercase`` selects an uncased vocabulary (lower-casing and, unless
     ``strip_accents`` says otherwise, accent stripping). Special tokens written in the text
     (``[MASK]``, ``[SEP]``...) are kept whole.
+
+    The default is Hugging Face's behaviour. ``google_compat=True`` gives exactly the ids of
+    Google's original ``tokenization.py`` (``FullTokenizer``), for rebuilding Google's
+    pre-training data: the text is lower-cased as a whole (``ΟΔΟΣ`` -> ``ο ##δ ##ος``),
+    accents are stripped after lower-casing, only Cc/Cf control characters are dropped,
+    words of up to 200 characters (not 100) are segmented, and special tokens written in
+    the text are split like any other text. It needs ``strip_accents`` to follow
+    ``lowercase`` and ``split_cjk`` on, as Google has no such options.
     """
 
     def __init__(self, vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None,
-                 split_cjk: bool = True, model_max_length: int = 512):
+                 split_cjk: bool = True, model_max_length: int = 512, google_compat: bool = False):
         self.vocab = vocab
         self.lowercase = lowercase
         self.strip_accents = lowercase if strip_accents is None else strip_accents
         self.split_cjk = split_cjk
         self.model_max_length = model_max_length
-        self.basic = BasicTokenizer(lowercase, self.strip_accents, split_cjk)
-        self.wordpiece = WordPiece(vocab)
+        self.google_compat = google_compat
+        if google_compat and (self.strip_accents != lowercase or not split_cjk):
+            raise ValueError("google_compat: Google's tokenizer strips accents exactly when it "
+                             "lower-cases and always splits CJK characters")
+        self.basic = BasicTokenizer(lowercase, self.strip_accents, split_cjk, google_compat)
+        self.wordpiece = WordPiece(vocab, max_input_chars_per_word=(
+            GOOGLE_MAX_INPUT_CHARS_PER_WORD if google_compat else MAX_INPUT_CHARS_PER_WORD))
         ids = vocab.token_to_id
         self.pad_token_id, self.unk_token_id = ids["[PAD]"], ids["[UNK]"]
         self.cls_token_id, self.sep_token_id = ids["[CLS]"], ids["[SEP]"]
@@ -74,7 +91,8 @@ class BertTokenizer:
         lowercase = settings.get("do_lower_case", True)
         return cls(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
                    split_cjk=settings.get("tokenize_chinese_chars", True),
-                   model_max_length=min(int(settings.get("model_max_length", 512)), 10**6))
+                   model_max_length=min(int(settings.get("model_max_length", 512)), 10**6),
+                   google_compat=bool(settings.get("bertkit_google_compat", False)))
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write ``vocab.txt`` and a Hugging Face compatible ``tokenizer_config.json``."""
@@ -90,6 +108,8 @@ class BertTokenizer:
             "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
             "cls_token": "[CLS]", "mask_token": "[MASK]",
         }
+        if self.google_compat:
+            settings["bertkit_google_compat"] = True
         with atomic_write(directory / "tokenizer_config.json") as f:
             json.dump(settings, f, indent=2)
 
@@ -114,8 +134,11 @@ class BertTokenizer:
         return [table[int(i)] for i in ids]
 
     def _segments(self, text: str) -> list[tuple[str, int]]:
-        """Split out special tokens written in the text: ``(piece, start)`` pairs."""
-        if "[" not in text:
+        """Split out special tokens written in the text: ``(piece, start)`` pairs.
+
+        In Google mode special tokens are not recognised in text: one piece, the text.
+        """
+        if "[" not in text or self.google_compat:
             return [(text, 0)]
         pieces, start = [], 0
         for piece in self._special_re.split(text):
@@ -129,7 +152,7 @@ class BertTokenizer:
         wp, ids = self.wordpiece, self.vocab.token_to_id
         out: list[int] = []
         for piece, _ in self._segments(text):
-            if piece in ids and piece in SPECIAL_TOKENS:
+            if piece in ids and piece in SPECIAL_TOKENS and not self.google_compat:
                 out.append(ids[piece])
             else:
                 out += chain.from_iterable(map(_IDS, map(wp.__getitem__, self.basic.words(piece))))
@@ -144,7 +167,7 @@ class BertTokenizer:
         ids: list[int] = []
         offsets: list[tuple[int, int]] = []
         for piece, base in self._segments(text):
-            if piece in SPECIAL_TOKENS:
+            if piece in SPECIAL_TOKENS and not self.google_compat:
                 ids.append(self.vocab.token_to_id[piece])
                 offsets.append((base, base + len(piece)))
             else:
@@ -283,8 +306,16 @@ class BertTokenizer:
                 e.pad(longest, self.pad_token_id)
         return out
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        """Text of ``ids``: ``##`` pieces joined to the piece before, others space-separated."""
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool = True) -> str:
+        """Text of ``ids``, as Hugging Face's ``BertTokenizer.decode``.
+
+        ``##`` pieces are joined to the piece before, others are space-separated; then,
+        with ``clean_up_tokenization_spaces`` (the default), the spaces tokenization put
+        before ``. ? ! ,`` and around ``'`` in English contractions are removed
+        (``unwanted , running`` -> ``unwanted, running``; ``don ' t`` -> ``don't``).
+        ``clean_up_tokenization_spaces=False`` keeps the raw spacing.
+        """
         words: list[str] = []
         for i in ids:
             i = int(i)
@@ -295,7 +326,19 @@ class BertTokenizer:
                 words[-1] += token[2:]
             else:
                 words.append(token)
-        return " ".join(words)
+        text = " ".join(words)
+        return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+
+_CLEAN_UPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+              (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def clean_up_tokenization(text: str) -> str:
+    """Hugging Face's clean-up of decoded text: each rule of ``_CLEAN_UPS`` in turn."""
+    for old, new in _CLEAN_UPS:
+        text = text.replace(old, new)
+    return text
 
 
 def _cut(ids, offs, words, n):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bertkit.tokenizer.vocab import Vocab
 
-MAX_INPUT_CHARS_PER_WORD = 100
+MAX_INPUT_CHARS_PER_WORD = 100  # Hugging Face's; Google's tokenization.py uses 200
+GOOGLE_MAX_INPUT_CHARS_PER_WORD = 200
 
 
 class WordPiece(dict):

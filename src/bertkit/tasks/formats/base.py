@@ -85,6 +85,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             record = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataFormatError(path, f"invalid JSON: {e.msg} (column {e.colno})", number) from None
+        except (ValueError, RecursionError) as e:
+            raise DataFormatError(path, f"unreadable JSON: {_json_limit(e)}", number) from None
         if not isinstance(record, dict):
             raise DataFormatError(path, "expected a JSON object on this line", number)
         yield number, record
@@ -97,6 +99,15 @@ def read_json(path: str | Path):
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise DataFormatError(path, f"invalid JSON: {e.msg} (column {e.colno})", e.lineno) from None
+    except (ValueError, RecursionError) as e:
+        raise DataFormatError(path, f"unreadable JSON: {_json_limit(e)}") from None
+
+
+def _json_limit(error: Exception) -> str:
+    """What a JSON parser limit (not a syntax error) says, shortly."""
+    if isinstance(error, RecursionError):
+        return "arrays or objects nested too deeply"
+    return str(error).split(";")[0]  # e.g. an integer of more than 4300 digits
 
 
 def _table_records(path, rows: Iterator[tuple[int, list[str]]]) -> Iterator[tuple[int, dict]]:
