@@ -199,6 +199,9 @@ def make_fixtures(s: Path) -> None:
     preds2 = json.loads((SQUAD / "bert-predictions-dev-v2.0.json").read_text())
     _write(d / "naprob_bad.json", json.dumps({qid: "high" for qid in preds2}))
     _write(d / "naprob_partial.json", json.dumps({qid: 0.5 for qid in list(preds2)[:100]}))
+    preds1 = json.loads((SQUAD / "bert-predictions-dev-v1.1.json").read_text())
+    _write(d / "pred_missing_v11.json", json.dumps(dict(list(preds1.items())[1000:])))
+    _write(d / "pred_missing_v2.json", json.dumps(dict(list(preds2.items())[1000:])))
     _write(d / "pred_emptyobj.json", "{}")
     _write(d / "pred_extra.json", json.dumps({**preds2, "zz1": "x", "zz2": "y"}))
     _write(d / "pred_list.json", "[]")
@@ -371,6 +374,8 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("55", "squadeval_pred_emptyobj", f"{B} squad-eval {SQUAD}/dev-v1.1.json data/pred_emptyobj.json", "error", r"pred_emptyobj.json: no question"),
     ("56", "squadeval_pred_extra", f"{B} squad-eval {SQUAD}/dev-v2.0.json data/pred_extra.json", "ok", ""),
     ("57", "squadeval_pred_list", f"{B} squad-eval {SQUAD}/dev-v2.0.json data/pred_list.json", "error", r"pred_list.json: expected a JSON object"),
+    ("58", "squadeval_pred_missing_v11", f"{B} squad-eval {SQUAD}/dev-v1.1.json data/pred_missing_v11.json", "warn", r'"exact_match": 77\.7388.*"f1": 83\.425'),
+    ("59", "squadeval_pred_missing_v2", f"{B} squad-eval {SQUAD}/dev-v2.0.json data/pred_missing_v2.json", "warn", r"[Mm]issing"),
     ("60", "squadeval_pred_nonstring", f"{B} squad-eval {SQUAD}/dev-v2.0.json data/pred_nonstring.json", "error", r"pred_nonstring.json: the prediction for \S+ is not a string"),
     ("61", "squadeval_pred_onlyextra", f"{B} squad-eval {SQUAD}/dev-v2.0.json data/pred_onlyextra.json", "error", r"pred_onlyextra.json: no question"),
     ("62", "squadeval_pred_truncated", f"{B} squad-eval {SQUAD}/dev-v2.0.json data/pred_truncated.json", "error", r"pred_truncated.json:1: invalid JSON"),
