@@ -179,7 +179,8 @@ def bench_shape(shape: str, args, results, text_ids):
         return
     rows, size = text_ids, args.text_batch
     file_order = [pad_batch(rows[i : i + size]) for i in range(0, len(rows), size)]
-    by_length = [pad_batch([rows[i] for i in group]) for group in length_batches([len(r) for r in rows], size)]
+    groups = length_batches([len(r) for r in rows], size, longest_first=True)
+    by_length = [pad_batch([rows[i] for i in group]) for group in groups]
     check_same_outputs(models, file_order[0])
     padded = sum(b[0].numel() for b in file_order)
     sorted_tokens = sum(b[0].numel() for b in by_length)

@@ -34,6 +34,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
 from bertkit.fileio import atomic_path, atomic_write
 from bertkit.model import TASK_MODELS, BertModel, BertPreTrainedModel
+from bertkit.tokenizer import BertTokenizer
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -280,11 +281,8 @@ def save_pretrained(
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    if tokenizer is not None and len(tokenizer) != model.config.vocab_size:
-        raise CheckpointError(
-            f"tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
-            f"{model.config.vocab_size}"
-        )
+    if tokenizer is not None:
+        check_vocabulary(tokenizer, model.config.vocab_size, directory)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in to_hf_state_dict(model).items()}
     from bertkit.fileio import is_disk_full
 
@@ -302,3 +300,28 @@ def save_pretrained(
         json.dump(hf_config_dict(model, extra_config), f, indent=2, sort_keys=True)
         f.write("\n")
     return directory
+
+
+# ------------------------------------------------------------------ the tokenizer of a model directory
+def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None):
+    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt)."""
+    if vocab is not None:
+        return BertTokenizer.from_file(vocab, lowercase=True if lowercase is None else lowercase)
+    try:
+        tokenizer = BertTokenizer.from_pretrained(model_dir)
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{model_dir}: no vocab.txt or tokenizer.json; pass the vocabulary (--vocab FILE)"
+        ) from None
+    if lowercase is not None and lowercase != tokenizer.lowercase:
+        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase)
+    return tokenizer
+
+
+def check_vocabulary(tokenizer, vocab_size: int, source: str | Path) -> None:
+    """A tokenizer whose size differs from the model's ``vocab_size`` is an error."""
+    if len(tokenizer) != vocab_size:
+        raise CheckpointError(
+            f"{source}: the vocabulary has {len(tokenizer)} tokens but the model's vocab_size is "
+            f"{vocab_size}; use the vocabulary the model was trained with"
+        )

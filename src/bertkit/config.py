@@ -19,6 +19,10 @@ from bertkit.fileio import atomic_write
 
 ATTENTION_KINDS = ("bidirectional", "causal")
 
+# The label value every loss ignores (positions with nothing to predict), Hugging Face's
+# convention; MLM labels, token-task labels and the ltr targets all use it.
+IGNORE_INDEX = -100
+
 # name -> (layers, hidden, heads); intermediate size is 4 x hidden.
 PRESETS: dict[str, tuple[int, int, int]] = {
     "tiny": (2, 128, 2),

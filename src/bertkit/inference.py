@@ -23,35 +23,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.checkpoint import load_pretrained
+from bertkit.checkpoint import check_vocabulary, load_pretrained, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model import BertModel, BertPreTrainedModel
+from bertkit.training.distributed import pick_device
+from bertkit.training.sampler import length_batches
+
+resolve_device = pick_device  # the former name here; one device resolution for all of bertkit
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("cls", "mean", "none")
 COMBINES = ("concat", "sum")
-
-
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest batch first."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def check_vocabulary(tokenizer: Any, model: BertPreTrainedModel, source: str) -> None:
-    """A tokenizer whose size differs from the checkpoint's ``vocab_size`` is an error."""
-    if len(tokenizer) != model.config.vocab_size:
-        raise CheckpointError(
-            f"{source}: the vocabulary has {len(tokenizer)} tokens but the checkpoint's "
-            f"vocab_size is {model.config.vocab_size}; use the vocabulary the model was trained with"
-        )
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise BertkitError("--device cuda requested but no CUDA device is available")
-    return device
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -73,8 +55,8 @@ class BertInference:
         dtype: str | torch.dtype = "float32",
         source: str = "model",
     ):
-        check_vocabulary(tokenizer, model, source)
-        self.device = resolve_device(device)
+        check_vocabulary(tokenizer, model.config.vocab_size, source)
+        self.device = pick_device(device)
         self.model = model.to(device=self.device, dtype=resolve_dtype(dtype)).eval()
         self.tokenizer = tokenizer
         self.source = source
@@ -111,7 +93,7 @@ class BertInference:
         """``(indices, input_ids, token_type_ids, attention_mask)`` per length-sorted batch."""
         from tqdm.auto import tqdm
 
-        groups = length_batches([len(e.input_ids) for e in encodings], batch_size)
+        groups = length_batches([len(e.input_ids) for e in encodings], batch_size, longest_first=True)
         from bertkit.runlog import bar_disabled
 
         for indices in tqdm(groups, desc=desc, unit="batch", disable=bar_disabled(progress)):
@@ -239,23 +221,6 @@ class BertInference:
             tokens = [self.tokenizer.convert_ids_to_tokens(e.input_ids) for e in encodings]
             return results, (tokens[0] if single else tokens)
         return results
-
-
-def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None):
-    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt)."""
-    from bertkit.tokenizer import BertTokenizer
-
-    if vocab is not None:
-        return BertTokenizer.from_file(vocab, lowercase=True if lowercase is None else lowercase)
-    try:
-        tokenizer = BertTokenizer.from_pretrained(model_dir)
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"{model_dir}: no vocab.txt or tokenizer.json; pass the vocabulary (--vocab FILE)"
-        ) from None
-    if lowercase is not None and lowercase != tokenizer.lowercase:
-        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase)
-    return tokenizer
 
 
 def load(

@@ -25,8 +25,8 @@ def model_dir(make_mlm_dir):
 
 
 def test_length_batches_sort_and_cover():
-    batches = length_batches([3, 9, 1, 7, 5], 2)
-    assert batches == [[1, 3], [4, 0], [2]]
+    batches = length_batches([3, 9, 1, 7, 5], 2, longest_first=True)
+    assert [b.tolist() for b in batches] == [[1, 3], [4, 0], [2]]
 
 
 def test_fill_mask_matches_a_direct_forward_pass(model_dir):
@@ -95,7 +95,7 @@ def test_overflow_truncates_with_warning_or_errors(model_dir):
 def test_vocabulary_size_mismatch_is_an_error(tmp_path, tiny_vocab_file):
     shape = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     save_pretrained(BertModel(BertConfig(vocab_size=100, **shape)), tmp_path / "m")
-    with pytest.raises(CheckpointError, match="vocabulary has 40 tokens but the checkpoint's vocab_size is 100"):
+    with pytest.raises(CheckpointError, match="vocabulary has 40 tokens but the model's vocab_size is 100"):
         load(tmp_path / "m", vocab=tiny_vocab_file)
     with pytest.raises(CheckpointError, match="--vocab"):
         load(tmp_path / "m")

@@ -7,7 +7,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.model import BertForMaskedLM, BertForPreTraining, BertModel
-from bertkit.model.heads import labelled_positions
+from bertkit.model.sparse_last_layer import encode_at_positions, labelled_positions
 
 
 def config(attention="bidirectional", layers=2):
@@ -63,20 +63,19 @@ def test_sparse_last_layer_equals_full_path(cls, padded, attention):
         torch.testing.assert_close(sparse_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_output_positions_gather_the_full_output():
+def test_encode_at_positions_gathers_the_full_output():
     torch.manual_seed(0)
     model = BertModel(config(layers=3)).eval()
     batch = inputs()
     positions = torch.tensor([[0, 3, 3], [14, 0, 2], [19, 18, 1], [0, 8, 0]])
     full = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-    part = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], output_positions=positions)
+    part = encode_at_positions(model, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                               positions)
     expected = full.last_hidden_state.gather(1, positions[..., None].expand(-1, -1, 24))
     assert part.last_hidden_state.shape == (4, 3, 24)
     torch.testing.assert_close(part.last_hidden_state, expected, rtol=0, atol=1e-5)
     # position 0 first in rows 0 and 3: the usual pooled output there
     torch.testing.assert_close(part.pooled_output[[0, 3]], full.pooled_output[[0, 3]], rtol=0, atol=1e-6)
-    with pytest.raises(ValueError, match="output_positions"):
-        model(batch["input_ids"], output_positions=positions, output_hidden_states=True)
 
 
 def test_labelled_positions_order_padding_and_fallback():

@@ -203,9 +203,11 @@ def test_cli(tmp_path, tiny_vocab_file, capsys):
     assert "IsNext share" in printed and "drawn at load time" in printed
     meta = json.loads((out / "meta.json").read_text())
     assert meta["masking"] == "dynamic" and meta["whole_word_mask"] and meta["settings"]["dupe_factor"] == 3
-    assert main(["pretrain-data", "--input", str(path), "--vocab", str(tiny_vocab_file),
-                 "--output", str(out), "--masked-lm-prob", "2", "--quiet"]) == 1
-    assert "masked_lm_prob" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # refused while parsing, before any work
+        main(["pretrain-data", "--input", str(path), "--vocab", str(tiny_vocab_file),
+              "--output", str(out), "--masked-lm-prob", "2", "--quiet"])
+    assert exit_info.value.code == 2
+    assert "argument --masked-lm-prob: must be in [0, 1] (got 2)" in capsys.readouterr().err
 
 
 def test_kjv_slice_smoke(tmp_path, shared):

@@ -116,15 +116,11 @@ def test_an_interrupted_publish_is_rolled_forward(tmp_path):
     assert not (out / "config.json").exists() and not (out / "model.safetensors").exists()
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"batch": 0}, "--batch-size must be at least 1, got 0"),
-    ({"epochs": 0}, "--epochs must be at least 1, got 0"),
-    ({"lr": -2e-5}, "--lr must be positive"),
-    ({"eval_batch": 0}, "--eval-batch-size must be at least 1"),
-    ({"warmup": 2}, r"--warmup .* must lie in \[0, 1\], got 2"),
-])
-def test_hyper_parameters_are_checked_before_any_work(model_dir, tmp_path, change, message):
-    with pytest.raises(BertkitError, match=message):
+@pytest.mark.parametrize("change", [{"batch": 0}, {"epochs": 0}, {"lr": -2e-5},
+                                    {"eval_batch": 0}, {"warmup": 2}])
+def test_hyper_parameters_are_checked_before_any_work(model_dir, tmp_path, change):
+    name = next(iter(change))
+    with pytest.raises(BertkitError, match=name):
         finetune(get_task("sst2"), model_dir, tmp_path / "no-data", tmp_path / "out",
                  FinetuneConfig(**{**FAST, **change}))
     assert not (tmp_path / "out").exists()

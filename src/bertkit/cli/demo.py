@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from bertkit.config import PRESETS
+from bertkit.options import bounded
+
 
 def register(subparsers) -> None:
     demo = subparsers.add_parser(
@@ -9,11 +12,11 @@ def register(subparsers) -> None:
         description="Build the built-in corpus (Python standard library docstrings), train a "
                     "vocabulary, pre-train a tiny BERT, show fill-mask and the training curves, "
                     "then fine-tune it on a built-in labelled task and print the dev metric.")
-    demo.add_argument("--out", default="demo_out", help="output directory (default: demo_out)")
-    demo.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size (default: 8000)")
-    demo.add_argument("--steps", type=int, default=1000, help="pre-training steps (default: 1000)")
-    demo.add_argument("--model-size", default="tiny", help="model preset (default: tiny)")
-    demo.add_argument("--finetune-epochs", type=int, default=3, help="fine-tuning epochs (default: 3)")
+    demo.add_argument("--out", default="demo_out", help="output directory")
+    demo.add_argument("--vocab-size", type=bounded(int, ge=6), default=8000, help="vocabulary size")
+    demo.add_argument("--steps", type=bounded(int, ge=1), default=1000, help="pre-training steps")
+    demo.add_argument("--model-size", default="tiny", choices=tuple(PRESETS), help="model preset")
+    demo.add_argument("--finetune-epochs", type=bounded(int, ge=1), default=3, help="fine-tuning epochs")
     demo.set_defaults(func=run)
 
 

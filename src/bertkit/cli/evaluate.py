@@ -7,6 +7,7 @@ import json
 import sys
 
 from bertkit.errors import DataFormatError
+from bertkit.options import bounded
 
 
 def register(subparsers) -> None:
@@ -25,8 +26,8 @@ def register(subparsers) -> None:
     squad.add_argument("--na-prob", dest="na_prob_file", metavar="FILE", default=None,
                        help="JSON {question id: no-answer probability or null odds}; enables the "
                             "best-threshold search")
-    squad.add_argument("--na-prob-thresh", type=float, default=1.0, metavar="T",
-                       help="predict no answer when the no-answer probability exceeds T (default 1.0)")
+    squad.add_argument("--na-prob-thresh", type=bounded(float), default=1.0, metavar="T",
+                       help="predict no answer when the no-answer probability exceeds T")
     squad.add_argument("--out-file", default=None, metavar="F",
                        help="write the metrics JSON to F instead of printing it")
     squad.add_argument("--squad-version", default=None, choices=("1.1", "2.0", "v1.1", "v2.0"),

@@ -17,6 +17,12 @@ import warnings
 
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
+from bertkit.options import add_options, bounded, options_from_args
+from bertkit.tasks.finetune_config import FinetuneConfig
+
+# FinetuneConfig fields that are not plain ``finetune`` flags: the grid has its own syntax,
+# the rest are shared with evaluate/predict (declared in _common)
+_NOT_FLAGS = ("grid", "max_seq_length", "device", "precision", "progress", "bucket")
 
 _GENERIC = (
     ("--text-column", "text_column", "column (or JSON field) of the text (default: text)"),
@@ -48,13 +54,12 @@ def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
     case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
                       help="lower-case input (uncased vocabulary)")
     case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
-    parser.add_argument("--max-seq-length", type=int, default=None, metavar="N",
+    parser.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
                         help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
                              "model's); longer inputs are truncated with a warning")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                        help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU)")
-    parser.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
+    add_options(parser, FinetuneConfig, only=("device", "precision"))
+    parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
+                        help="CPU threads for torch (default: torch's)")
     add_progress_flag(parser)
     parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                         help="task option (value parsed as JSON when it can be), repeatable")
@@ -72,30 +77,11 @@ def register(subparsers) -> None:
                     "model directory in --out, with log.jsonl, results.json and dev predictions.")
     _common(ft)
     ft.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    again = ft.add_mutually_exclusive_group()
-    again.add_argument("--resume", action="store_true",
-                       help="continue the unfinished run in --out after its last finished epoch "
-                            "(same settings; ends with the weights of an uninterrupted run)")
-    again.add_argument("--overwrite", action="store_true",
-                       help="replace the run already in --out (default: refuse)")
-    ft.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default 2e-5)")
-    ft.add_argument("--batch-size", type=int, default=32, help="training batch size (default 32)")
-    ft.add_argument("--epochs", type=int, default=3, help="epochs (default 3)")
-    ft.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     ft.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
                     help="grid search: bare --grid is the paper's lr 5e-5,3e-5,2e-5 x batch 16,32 x "
                          "epochs 2,3,4; or e.g. --grid lr=5e-5,3e-5 batch=32 epochs=3 seed=1,2 "
                          "(missing keys take the single values)")
-    ft.add_argument("--warmup", type=float, default=0.1, help="warm-up fraction of the updates (0.1)")
-    ft.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (0.01)")
-    ft.add_argument("--dropout", type=float, default=0.1, help="dropout (0.1)")
-    ft.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (1.0)")
-    ft.add_argument("--eval-batch-size", type=int, default=64, help="evaluation batch size (64)")
-    ft.add_argument("--select", choices=["best", "last"], default="best",
-                    help="keep the best epoch of every run (default) or only final epochs")
-    ft.add_argument("--max-train-examples", type=int, default=None, metavar="N",
-                    help="train on a fixed random sample of N examples")
-    ft.add_argument("--log-every", type=int, default=100, metavar="STEPS", help="train-loss log interval")
+    add_options(ft, FinetuneConfig, skip=_NOT_FLAGS)
     fb = ft.add_argument_group("feature-based use (NER; the paper's section 5.3 ablation)")
     fb.add_argument("--feature-based", action="store_true", default=None,
                     help="freeze the encoder and train a BiLSTM tagger on its hidden states")
@@ -111,7 +97,7 @@ def register(subparsers) -> None:
     _common(ev)
     ev.add_argument("--split", action="append", default=None,
                     help="split(s) to score (default: the task's dev split(s))")
-    ev.add_argument("--batch-size", type=int, default=64)
+    ev.add_argument("--batch-size", type=bounded(int, ge=1), default=64, help="evaluation batch size")
     ev.add_argument("--output", metavar="FILE.json", help="also write the metrics as JSON")
     ev.add_argument("--predictions", metavar="DIR", help="write predictions_<split>.jsonl there")
     ev.set_defaults(func=run_evaluate)
@@ -121,9 +107,9 @@ def register(subparsers) -> None:
                                            "data: e.g. sentence / sentence1+sentence2 / text+text_pair), "
                                            "write each record with its prediction fields added.")
     _common(pr, data=False)
-    pr.add_argument("--input", required=True, metavar="FILE.jsonl")
-    pr.add_argument("--output", required=True, metavar="FILE.jsonl")
-    pr.add_argument("--batch-size", type=int, default=64)
+    pr.add_argument("--input", required=True, metavar="FILE.jsonl", help="inputs, one JSON object a line")
+    pr.add_argument("--output", required=True, metavar="FILE.jsonl", help="where to write the predictions")
+    pr.add_argument("--batch-size", type=bounded(int, ge=1), default=64, help="batch size")
     pr.set_defaults(func=run_predict)
 
 
@@ -168,14 +154,19 @@ def _setup(args, for_training: bool):
     """(task, tokenizer, saved finetune entry) for the command's model and task."""
     import torch
 
-    from bertkit.inference import load_tokenizer
+    from bertkit.checkpoint import load_tokenizer
     from bertkit.tasks import canonical_name, get_task
     from bertkit.tasks.base import FINETUNE_KEY, read_model_config
 
     if args.threads:
         torch.set_num_threads(args.threads)
     name = canonical_name(args.task)
-    entry = read_model_config(args.model).get(FINETUNE_KEY) or {}
+    config = read_model_config(args.model)
+    limit = config.get("max_position_embeddings")
+    if args.max_seq_length and limit and args.max_seq_length > limit:
+        raise BertkitError(f"argument --max-seq-length: must be <= {limit}, the positions of "
+                           f"{args.model} (got {args.max_seq_length})")
+    entry = config.get(FINETUNE_KEY) or {}
     saved = entry.get("options") if entry.get("task") == name and not for_training else None
     task = get_task(name, **task_options(args, saved))
     tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
@@ -203,19 +194,14 @@ def _max_len(args, entry: dict, task=None) -> int:
 # ------------------------------------------------------------------ handlers
 def run_finetune(args) -> int:
     """Handler of ``finetune``: prints the grid table and where the best model went."""
-    from bertkit.tasks.finetune import FinetuneConfig, finetune, format_table, parse_grid
+    from bertkit.tasks.finetune import finetune, format_table, parse_grid
 
     with _plain_warnings():
         task, tokenizer, _ = _setup(args, for_training=True)
-        cfg = FinetuneConfig(
-            lr=args.lr, batch=args.batch_size, epochs=args.epochs, seed=args.seed,
-            grid=parse_grid(args.grid) if args.grid is not None else None,
-            max_seq_length=_train_max_len(args, task), warmup=args.warmup,
-            weight_decay=args.weight_decay, dropout=args.dropout, max_grad_norm=args.max_grad_norm,
-            eval_batch=args.eval_batch_size, device=args.device, precision=args.precision,
-            log_every=args.log_every, progress=args.progress, select=args.select,
-            max_train_examples=args.max_train_examples, resume=args.resume,
-            overwrite=args.overwrite)
+        cfg = FinetuneConfig(**{
+            **options_from_args(FinetuneConfig, args),  # every flag FinetuneConfig declares
+            "grid": parse_grid(args.grid) if args.grid is not None else None,
+            "max_seq_length": _train_max_len(args, task)})
         runs, best = finetune(task, args.model, args.data, args.out, cfg, tokenizer=tokenizer)
     print(format_table(runs, task.main_metric))
     print(f"best: {task.main_metric}={best.metrics[task.main_metric]:.4f} (lr={best.hyper.lr:g} "
@@ -242,7 +228,7 @@ def _device(args):
 
 def _setup_trained(args):
     """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
-    from bertkit.inference import check_vocabulary
+    from bertkit.checkpoint import check_vocabulary
     from bertkit.tasks.run_dir import unfinished_note
 
     task, tokenizer, entry = _setup(args, for_training=False)
@@ -255,7 +241,7 @@ def _setup_trained(args):
               "its labels fit, so it is scored anyway, but the figures measure a model of "
               "another task", file=sys.stderr)
     model = _load_model(task, args)
-    check_vocabulary(tokenizer, model, args.model)
+    check_vocabulary(tokenizer, model.config.vocab_size, args.model)
     device, precision = _device(args)
     return task, tokenizer, entry, model.to(device), device, precision
 

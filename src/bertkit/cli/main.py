@@ -10,7 +10,33 @@ import sys
 import bertkit
 import bertkit.cli
 from bertkit.cli.boundary import install_warning_format, run_guarded
-from bertkit.cli.parsing import accept_negative_numbers
+from bertkit.cli.parsing import accept_negative_lists
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, plus ``(default: X)`` after every option that has a default
+    and does not already say it (switches, ``None`` and empty defaults are left alone)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if isinstance(action, argparse.BooleanOptionalAction) and default is True and "default" not in text:
+            return f"{text} (default: on)"
+        if (not action.option_strings or action.nargs == 0 or "default" in text or default is None
+                or default is argparse.SUPPRESS or default == []):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """``HelpFormatter`` and negative numbers as values (``--lr -1e-5`` reaches the range
+    check) for ``parser`` and every sub-command parser below it."""
+    parser.formatter_class = HelpFormatter
+    accept_negative_lists(parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _finish(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"bertkit.cli.{info.name}")
         if hasattr(module, "register"):
             module.register(subparsers)
-    accept_negative_numbers(parser)
+    _finish(parser)
     return parser
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
+from bertkit.options import bounded
 
 
 def _add_loading_options(parser: argparse.ArgumentParser) -> None:
@@ -21,10 +22,11 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
                       help="lower-case input (uncased vocabulary)")
     case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=None,
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="weights and activations type")
+    parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")
+    parser.add_argument("--max-length", type=bounded(int, ge=2), default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
     parser.add_argument("--on-overflow", choices=["truncate", "error"], default="truncate",
                         help="longer inputs: truncate with a warning (default) or fail")
@@ -37,7 +39,7 @@ def register(subparsers) -> None:
     _add_loading_options(fill)
     fill.add_argument("text", nargs="*", help='text with one or more [MASK], e.g. "the man went to the [MASK] ."')
     fill.add_argument("--input", help="file with one text per line (instead of TEXT)")
-    fill.add_argument("--top-k", type=int, default=5)
+    fill.add_argument("--top-k", type=bounded(int, ge=1), default=5, help="predictions shown per [MASK]")
     fill.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     fill.set_defaults(func=run_fill_mask)
 
@@ -49,8 +51,10 @@ def register(subparsers) -> None:
     embed.add_argument("--text-column", help="TSV column (header name, or 0-based index for no header)")
     embed.add_argument("--pair-column", help="TSV column of the second sentence of a pair")
     embed.add_argument("--layers", default="-1", help="comma-separated hidden-state indexes, e.g. -1,-2,-3,-4")
-    embed.add_argument("--pool", choices=["cls", "mean", "none"], default="cls")
-    embed.add_argument("--combine", choices=["concat", "sum"], default="concat")
+    embed.add_argument("--pool", choices=["cls", "mean", "none"], default="cls",
+                       help="one vector per input ([CLS] or mean of the tokens), or one per token")
+    embed.add_argument("--combine", choices=["concat", "sum"], default="concat",
+                       help="how to join several --layers")
     embed.set_defaults(func=run_embed)
     accept_negative_lists(embed)
 
@@ -178,8 +182,12 @@ def run_embed(args) -> int:
 
 
 def run_convert(args) -> int:
-    from bertkit.checkpoint import load_pretrained, save_pretrained
-    from bertkit.inference import check_vocabulary, load_tokenizer
+    from bertkit.checkpoint import (
+        check_vocabulary,
+        load_pretrained,
+        load_tokenizer,
+        save_pretrained,
+    )
     from bertkit.model import TASK_MODELS
 
     model_class = None
@@ -192,7 +200,7 @@ def run_convert(args) -> int:
     check_writable(args.target, "target model directory", directory=True)
     model = load_pretrained(args.source, model_class)
     tokenizer = load_tokenizer(args.source, args.vocab)
-    check_vocabulary(tokenizer, model, args.source)
+    check_vocabulary(tokenizer, model.config.vocab_size, args.source)
     save_pretrained(model, args.target, tokenizer=tokenizer)
     print(f"wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.target}")
     return 0

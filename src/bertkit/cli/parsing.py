@@ -7,27 +7,16 @@ import re
 
 
 def accept_negative_lists(parser: argparse.ArgumentParser) -> None:
-    """Let ``--layers -1,-2,-3,-4`` parse: argparse would take ``-1,-2,...`` for an option.
+    """Let ``--layers -1,-2,-3,-4`` and ``--lr -1e-5`` parse as values (argparse would take
+    them for options, and then report ``expected one argument`` instead of the range).
 
     argparse treats an argument matching its negative-number pattern as a value; widen the
-    pattern of this parser (which has no option that looks like a number) to comma lists.
+    pattern of this parser (which has no option that looks like a number) to comma lists and
+    numbers with an exponent.
     """
     if hasattr(parser, "_negative_number_matcher"):
-        parser._negative_number_matcher = _NEGATIVE
-
-
-# a negative number (``-2``, ``-.5``, ``-1e-4``) or a comma list of negative integers
-_NEGATIVE = re.compile(r"^-\d+(,-?\d+)*$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
-
-
-def accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
-    """Let ``--lr -1e-4`` parse as a value (argparse's own pattern misses the exponent form),
-    on ``parser`` and every sub-command parser below it, so a range check can name the option."""
-    accept_negative_lists(parser)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                accept_negative_numbers(sub)
+        parser._negative_number_matcher = re.compile(
+            r"^-\d+(,-?\d+)*$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def add_progress_flag(parser: argparse.ArgumentParser, *hidden_off: str) -> None:

@@ -6,6 +6,7 @@ import argparse
 import time
 
 from bertkit.cli.parsing import add_progress_flag
+from bertkit.options import bounded
 
 
 def register(subparsers) -> None:
@@ -18,7 +19,6 @@ def register(subparsers) -> None:
             "sharded memory-mapped numpy arrays plus meta.json into --output. The output "
             "depends only on the inputs, the vocabulary and the settings (not on --workers)."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--input", nargs="+", required=True, metavar="FILE",
                    help="UTF-8 text files: one sentence per line, blank line between documents")
@@ -31,15 +31,15 @@ def register(subparsers) -> None:
                         "tokens in the text split) instead of Hugging Face's tokenizer")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="output directory (meta.json is written last; an old one is removed first)")
-    p.add_argument("--max-seq-length", type=int, default=128,
+    p.add_argument("--max-seq-length", type=bounded(int, ge=5), default=128,
                    help="tokens per instance, [CLS] and [SEP]s included (128 or 512 in BERT)")
-    p.add_argument("--max-predictions-per-seq", type=int, default=20,
+    p.add_argument("--max-predictions-per-seq", type=bounded(int, ge=0), default=20,
                    help="cap on masked positions per instance (20 for 128, 80 for 512)")
-    p.add_argument("--masked-lm-prob", type=float, default=0.15,
+    p.add_argument("--masked-lm-prob", type=bounded(float, ge=0, le=1), default=0.15,
                    help="share of non-special tokens to predict (80%% [MASK], 10%% random, 10%% kept)")
-    p.add_argument("--short-seq-prob", type=float, default=0.1,
+    p.add_argument("--short-seq-prob", type=bounded(float, ge=0, le=1), default=0.1,
                    help="probability of a shorter random target length for a document")
-    p.add_argument("--dupe-factor", type=int, default=5,
+    p.add_argument("--dupe-factor", type=bounded(int, ge=1), default=5,
                    help="passes over the corpus, each with other packings (and masks when static)")
     p.add_argument("--whole-word-mask", action="store_true",
                    help="mask whole words (a piece and its ## continuations) together")
@@ -47,11 +47,11 @@ def register(subparsers) -> None:
                    help="store unmasked tokens; masks are drawn at load time per (seed, epoch, index)")
     p.add_argument("--split-sentences", action="store_true",
                    help="treat each line as a paragraph and split it into sentences (rule-based)")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=bounded(int, ge=1), default=1,
                    help="worker processes (the output does not depend on it)")
-    p.add_argument("--seed", type=int, default=12345, help="random seed (non-negative)")
-    p.add_argument("--shard-size", type=int, default=100_000, help="instances per shard file")
-    p.add_argument("--chunk-sentences", type=int, default=20_000,
+    p.add_argument("--seed", type=bounded(int, ge=0), default=12345, help="random seed")
+    p.add_argument("--shard-size", type=bounded(int, ge=1), default=100_000, help="instances per shard file")
+    p.add_argument("--chunk-sentences", type=bounded(int, ge=1), default=20_000,
                    help="sentences per chunk of documents: the unit of parallel work and of the "
                         "pool NotNext documents are drawn from (changes the output)")
     p.add_argument("--shuffle-documents", action=argparse.BooleanOptionalAction, default=True,

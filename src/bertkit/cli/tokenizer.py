@@ -6,6 +6,7 @@ import argparse
 import json
 
 from bertkit.cli.parsing import add_progress_flag
+from bertkit.options import bounded
 
 
 def register(subparsers) -> None:
@@ -17,7 +18,7 @@ def register(subparsers) -> None:
                      help="a vocab.txt, or a model directory holding vocab.txt/tokenizer.json")
     tok.add_argument("--pair", help="second segment of a sentence pair")
     tok.add_argument("--cased", action="store_true", help="keep case and accents (cased vocabulary)")
-    tok.add_argument("--max-length", type=int, help="truncate to this many tokens (specials included)")
+    tok.add_argument("--max-length", type=bounded(int, ge=2), help="truncate to this many tokens (specials included)")
     tok.add_argument("--offsets", action="store_true", help="also print character offsets")
     tok.add_argument("--json", action="store_true", help="print one JSON object instead of columns")
     tok.set_defaults(func=run_tokenize)
@@ -30,11 +31,11 @@ def register(subparsers) -> None:
         description="Train a WordPiece vocabulary (special tokens first) with the WordPiece "
                     "likelihood criterion and write it as a Google-format vocab.txt.")
     train.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
-    train.add_argument("--vocab-size", type=int, required=True, help="number of tokens to learn")
-    train.add_argument("--output", default="vocab.txt", help="where to write (default: vocab.txt)")
+    train.add_argument("--vocab-size", type=bounded(int, ge=1), required=True, help="number of tokens to learn")
+    train.add_argument("--output", default="vocab.txt", help="where to write")
     train.add_argument("--cased", action="store_true", help="keep case and accents")
-    train.add_argument("--min-frequency", type=int, default=2,
-                       help="never merge a pair seen fewer times (default: 2)")
+    train.add_argument("--min-frequency", type=bounded(int, ge=1), default=2,
+                       help="never merge a pair seen fewer times")
     add_progress_flag(train)
     train.set_defaults(func=run_train)
     group.set_defaults(func=lambda args: group.print_help() or 2)

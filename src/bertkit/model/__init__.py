@@ -1,7 +1,8 @@
 """The BERT network and its heads (see docs/model.md and docs/design.md)."""
 
 from bertkit.model.bert import BertModel, BertPooler, BertPreTrainedModel
-from bertkit.model.heads import (
+from bertkit.model.outputs import ModelOutput
+from bertkit.model.task_models import (
     TASK_MODELS,
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -10,7 +11,6 @@ from bertkit.model.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertkit.model.outputs import ModelOutput
 
 __all__ = [
     "TASK_MODELS",

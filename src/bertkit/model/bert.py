@@ -11,10 +11,18 @@ import torch
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.model.attention import gather_positions
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.encoder import BertEncoder
 from bertkit.model.outputs import ModelOutput
+
+
+def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, T) bool, True for real tokens; ``None`` when no token is padding (the attention
+    kernels then skip the mask)."""
+    if attention_mask is None:
+        return None
+    key_mask = attention_mask.bool()
+    return None if bool(key_mask.all()) else key_mask
 
 
 class BertPreTrainedModel(nn.Module):
@@ -73,15 +81,8 @@ class BertModel(BertPreTrainedModel):
     output_hidden_states, output_attentions)`` -> :class:`ModelOutput` with
     ``last_hidden_state`` (B, T, H), ``pooled_output`` (B, H) when the pooler exists,
     ``hidden_states`` (embedding output + every layer) and ``attentions`` when asked.
-    ``attention_mask`` is 1 for real tokens, 0 for padding.
-
-    ``output_positions`` (B, Q) long, optional: compute the output at those positions of each
-    sequence only. ``last_hidden_state`` is then (B, Q, H), ``last_hidden_state[b, i]`` being
-    (within float rounding) the full output at ``output_positions[b, i]``; the last layer
-    runs its queries, attention output, feed-forward and LayerNorms at the Q positions alone
-    (keys and values at every position), which is what masked-LM pre-training needs. The
-    pooler reads ``last_hidden_state[:, 0]``, so put position 0 (``[CLS]``) first for the usual
-    ``pooled_output``. Not combinable with ``output_hidden_states``/``output_attentions``.
+    ``attention_mask`` is 1 for real tokens, 0 for padding. (The output at a few positions
+    only, for pre-training: :func:`bertkit.model.sparse_last_layer.encode_at_positions`.)
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
@@ -98,21 +99,11 @@ class BertModel(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
-        output_positions: torch.Tensor | None = None,
     ) -> ModelOutput:
-        if output_positions is not None and (output_hidden_states or output_attentions):
-            raise ValueError("output_positions cannot be combined with output_hidden_states/output_attentions")
-        key_mask = None
-        if attention_mask is not None:
-            key_mask = attention_mask.bool()
-            if bool(key_mask.all()):
-                key_mask = None  # no padding: let the kernels skip the mask
         embedded = self.embeddings(input_ids, token_type_ids)
         last, all_hidden, all_attentions = self.encoder(
-            embedded, key_mask, output_hidden_states, output_attentions, output_positions
+            embedded, key_padding_mask(attention_mask), output_hidden_states, output_attentions
         )
-        if output_positions is not None and len(self.encoder.layer) == 0:
-            last = gather_positions(last, output_positions)
         return ModelOutput(
             last_hidden_state=last,
             pooled_output=self.pooler(last) if self.pooler is not None else None,

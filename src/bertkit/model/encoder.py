@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.model.attention import MultiHeadSelfAttention, build_attention_mask, gather_positions
+from bertkit.model.attention import MultiHeadSelfAttention, build_attention_mask
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -59,13 +59,9 @@ class AttentionBlock(nn.Module):
         self.self = MultiHeadSelfAttention(config)
         self.output = ResidualOutput(config.hidden_size, config)
 
-    def forward(self, hidden, mask, output_attentions=False, positions=None):
-        if positions is None:
-            context, probs = self.self(hidden, mask, output_attentions)
-            return self.output(context, hidden), probs
-        selected = gather_positions(hidden, positions)  # queries and residual
-        context, probs = self.self(hidden, mask, output_attentions, query_hidden=selected)
-        return self.output(context, selected), probs
+    def forward(self, hidden, mask, output_attentions=False):
+        context, probs = self.self(hidden, mask, output_attentions)
+        return self.output(context, hidden), probs
 
 
 class FeedForward(nn.Module):
@@ -89,10 +85,9 @@ class EncoderLayer(nn.Module):
         self.intermediate = FeedForward(config)
         self.output = ResidualOutput(config.intermediate_size, config)
 
-    def forward(self, hidden, mask, output_attentions=False, positions=None):
-        """(B, T, H) -> (B, T, H); with ``positions`` (B, Q), the output at those positions
-        only, (B, Q, H) (every position still serves as key and value)."""
-        hidden, probs = self.attention(hidden, mask, output_attentions, positions)
+    def forward(self, hidden, mask, output_attentions=False):
+        """(B, T, H) -> (B, T, H), and the attention probabilities when asked."""
+        hidden, probs = self.attention(hidden, mask, output_attentions)
         return self.output(self.intermediate(hidden), hidden), probs
 
 
@@ -101,9 +96,6 @@ class BertEncoder(nn.Module):
 
     ``forward(hidden, key_mask)`` returns ``(last, all_hidden, all_attentions)``; the tuples
     are ``None`` unless requested. ``all_hidden`` starts with the input (embedding output).
-    With ``output_positions`` (B, Q), ``last`` is the last layer's output at those positions
-    only, (B, Q, H): the last layer then computes keys and values at every position but
-    queries, attention output, feed-forward and LayerNorms at the Q positions alone.
     """
 
     def __init__(self, config: BertConfig):
@@ -117,21 +109,12 @@ class BertEncoder(nn.Module):
         key_mask: torch.Tensor | None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
-        output_positions: torch.Tensor | None = None,
     ):
-        length = hidden.shape[1]
-        mask = build_attention_mask(key_mask, length, self.causal)
-        last_mask = mask
-        if output_positions is not None:
-            last_mask = build_attention_mask(key_mask, length, self.causal, output_positions)
+        mask = build_attention_mask(key_mask, hidden.shape[1], self.causal)
         all_hidden = [hidden] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        last_index = len(self.layer) - 1
-        for index, layer in enumerate(self.layer):
-            if output_positions is not None and index == last_index:
-                hidden, probs = layer(hidden, last_mask, output_attentions, output_positions)
-            else:
-                hidden, probs = layer(hidden, mask, output_attentions)
+        for layer in self.layer:
+            hidden, probs = layer(hidden, mask, output_attentions)
             if output_hidden_states:
                 all_hidden.append(hidden)
             if output_attentions:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertkit.config import IGNORE_INDEX
 from bertkit.errors import DataFormatError
 from bertkit.pretraining.masking import MaskingConfig, VocabInfo, dynamic_rng, mask_sequence
 from bertkit.pretraining.shards import (
@@ -149,7 +150,7 @@ class PretrainingDataset:
         T = self.max_seq_length
         ids = np.asarray(shard["input_ids"][row], dtype=np.int32)
         length, b_start = int(shard["lengths"][row]), int(shard["b_starts"][row])
-        labels = np.full(T, -100, dtype=np.int64)
+        labels = np.full(T, IGNORE_INDEX, dtype=np.int64)
         if self.stored_static:
             positions = np.asarray(shard["mlm_positions"][row], dtype=np.int64)
             keep = positions >= 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from bertkit.tokenizer.vocab import SPECIAL_TOKENS
 
 
 @dataclass(frozen=True)

@@ -22,17 +22,16 @@ from typing import Any
 
 import torch
 
+from bertkit.config import IGNORE_INDEX
 from bertkit.pretraining.data import collate
-
-IGNORE = -100
 
 
 def ltr_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor, mlm_labels: torch.Tensor):
     """``(original_ids, next_token_labels)`` for a left-to-right language model."""
-    original = torch.where(mlm_labels != IGNORE, mlm_labels, input_ids)
-    labels = torch.full_like(original, IGNORE)
+    original = torch.where(mlm_labels != IGNORE_INDEX, mlm_labels, input_ids)
+    labels = torch.full_like(original, IGNORE_INDEX)
     keep = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
-    labels[:, :-1] = torch.where(keep, original[:, 1:], IGNORE)
+    labels[:, :-1] = torch.where(keep, original[:, 1:], IGNORE_INDEX)
     return original, labels
 
 
@@ -51,7 +50,7 @@ def prepare_batch(items: list[dict], objective: str, device: torch.device | None
         names.append("next_sentence_label")
     prepared = {
         "inputs": {n: batch[n] for n in names},
-        "targets": labels[labels != IGNORE],
+        "targets": labels[labels != IGNORE_INDEX],
         "tokens": int(batch["attention_mask"].sum()),
     }
     if pin_memory:

@@ -60,6 +60,7 @@ def init_source(init_from: str | Path) -> tuple[str, Path]:
 
 
 def build_tokenizer(config: PretrainConfig, meta: dict):
+    from bertkit.checkpoint import load_tokenizer
     from bertkit.tokenizer import BertTokenizer
 
     lowercase = config.lowercase
@@ -69,7 +70,7 @@ def build_tokenizer(config: PretrainConfig, meta: dict):
         google = bool(meta.get("settings", {}).get("google_tokenizer", False))
         tok = BertTokenizer.from_file(config.vocab, lowercase=lowercase, google_compat=google)
     elif config.init_from and init_source(config.init_from)[0] == "model":
-        tok = BertTokenizer.from_pretrained(init_source(config.init_from)[1])
+        tok = load_tokenizer(init_source(config.init_from)[1])
     else:
         raise BertkitError("missing setting 'vocab' (--vocab VOCAB.txt, the vocabulary the data was made with)")
     if len(tok) != meta["vocab_size"]:

@@ -15,51 +15,70 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertkit.config import PRESETS
 from bertkit.errors import BertkitError
+from bertkit.options import check_config, option
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
 
 @dataclass
 class PretrainConfig:
-    """Every setting of a pre-training run (``help`` metadata feeds the CLI)."""
+    """Every setting of a pre-training run; each field declares its flag, help and range
+    (:func:`bertkit.options.option`), which the CLI, the config file and :meth:`validate` share."""
 
-    data: str | None = None
-    out: str | None = None
-    vocab: str | None = None
-    lowercase: bool | None = None
-    eval_data: str | None = None
-    model_size: str = "tiny"
-    model_config: str | None = None
-    init_from: str | None = None
-    objective: str = "mlm+nsp"
-    dropout: float | None = None
-    steps: int = 1000
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 1e-4
-    warmup_steps: int | None = None
-    warmup_fraction: float = 0.01
-    weight_decay: float = 0.01
-    adam_eps: float = 1e-6
-    max_grad_norm: float = 1.0
-    optimizer: str = "auto"
-    precision: str = "auto"
-    compile: bool = False
-    device: str = "auto"
-    dynamic_masking: bool | None = None
-    mask_rate: float | None = None
-    max_predictions: int | None = None
-    budget: str | None = None
-    seed: int = 0
-    log_every: int = 10
-    save_every: int = 500
-    keep: int = 3
-    eval_every: int = 0
-    eval_batches: int = 20
-    resume: bool = False
-    tensorboard: bool = False
-    progress: bool | None = None  # None: bars only on a terminal
+    data: str | None = option(None, "pre-training data directory (bertkit pretrain-data)")
+    out: str | None = option(None, "run directory: log.jsonl, checkpoints/, model/")
+    vocab: str | None = option(None, "vocab.txt the data was made with (exported with the model)")
+    lowercase: bool | None = option(None, "tokenizer lowercasing (default: as the data was made)")
+    eval_data: str | None = option(None, "held-out pre-training data for periodic evaluation")
+    model_size: str = option("tiny", "preset model size", choices=tuple(PRESETS))
+    model_config: str | None = option(None, "model config.json (instead of --model-size)")
+    init_from: str | None = option(
+        None, "start from these weights only: a model directory or a run directory (phase 2)")
+    objective: str = option("mlm+nsp", "mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, "
+                                       "causal mask)", choices=OBJECTIVES)
+    dropout: float | None = option(None, "override hidden and attention dropout", ge=0, lt=1)
+    steps: int = option(1000, "total optimizer steps (ignored with --budget, which plans them)", ge=1)
+    batch_size: int = option(32, "micro-batch size per process", ge=1)
+    grad_accum: int = option(1, "micro-batches per optimizer step (global batch = batch x accum "
+                                "x processes)", ge=1)
+    lr: float = option(1e-4, "peak learning rate (paper: 1e-4)", ge=0)
+    warmup_steps: int | None = option(None, "warm-up steps (default: --warmup-fraction of --steps)",
+                                      ge=0)
+    warmup_fraction: float = option(0.01, "warm-up share of the steps when --warmup-steps is not "
+                                          "given (paper: 1%)", ge=0, lt=1)
+    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm)", ge=0)
+    adam_eps: float = option(1e-6, "AdamW epsilon (BERT: 1e-6)", gt=0)
+    max_grad_norm: float = option(1.0, "gradient clipping norm", gt=0)
+    optimizer: str = option("auto", "AdamW kernel: auto (fused when possible), fused, foreach, plain",
+                            choices=("auto", "fused", "foreach", "plain"))
+    precision: str = option("auto", "auto (CPU: bf16 where the CPU has native bf16 - avx512_bf16/AMX/"
+                                    "Arm bf16 - else fp32; GPU: bf16 or fp16; the resolved choice "
+                                    "is logged and saved), fp32, bf16, fp16",
+                            choices=("auto", "fp32", "bf16", "fp16"))
+    compile: bool = option(False, "torch.compile the model")
+    device: str = option("auto", "auto, cpu, cuda")
+    dynamic_masking: bool | None = option(
+        None, "draw masks per epoch at load time (default: as the data was made)")
+    mask_rate: float | None = option(
+        None, "masked-LM rate drawn at load time (dynamic masking), e.g. 0.15 (paper) or 0.3-0.4; "
+              "default: the data's own masks and rate", gt=0, lt=1)
+    max_predictions: int | None = option(
+        None, "most masked positions per sequence with --mask-rate (default: the data's, raised "
+              "to ceil(rate x sequence length))", ge=1)
+    budget: str | None = option(
+        None, "wall-clock budget, e.g. 1h, 90m, 3600s: measures the step time, then fixes --steps "
+              "to fit and stops at the deadline (docs/pretraining.md)")
+    seed: int = option(0, "seed of initialisation, data order and dynamic masks", ge=0)
+    log_every: int = option(10, "log every N steps", ge=1)
+    save_every: int = option(500, "checkpoint every N steps (and at the end)", ge=1)
+    keep: int = option(3, "checkpoints kept", ge=1)
+    eval_every: int = option(0, "evaluate on --eval-data every N steps (0: at the end only)", ge=0)
+    eval_batches: int = option(20, "batches per evaluation", ge=1)
+    resume: bool = option(False, "continue from the newest checkpoint in --out")
+    tensorboard: bool = option(False, "also write TensorBoard scalars (if installed)")
+    progress: bool | None = option(None, "progress bar on stderr (default: only on a terminal)")
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -91,12 +110,8 @@ class PretrainConfig:
         for name in ("data", "out"):
             if not getattr(self, name):
                 raise BertkitError(f"missing setting {name!r} (--{name} or in the config file)")
-        if self.objective not in OBJECTIVES:
-            raise BertkitError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every", "keep"):
-            if int(getattr(self, name)) < 1:
-                raise BertkitError(f"{name} must be >= 1, got {getattr(self, name)}")
-        self._validate_recipe()
+        self._validate_recipe()  # before the ranges: its messages say more about these knobs
+        check_config(self, "pretrain")
         if self.warmup_steps is not None and self.budget is None and not 0 <= self.warmup_steps <= self.steps:
             raise BertkitError(f"warmup_steps must lie in 0..steps ({self.steps}), got {self.warmup_steps}")
         return self

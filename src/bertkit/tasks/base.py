@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit.config import IGNORE_INDEX
 from bertkit.errors import BertkitError, CheckpointError
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
     "saved_task_options",
 ]
 
-IGNORE_INDEX = -100
 FINETUNE_KEY = "bertkit_finetune"
 
 

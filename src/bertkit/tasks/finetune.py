@@ -33,8 +33,8 @@ import math
 import random
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
+from bertkit.options import check_config
 from bertkit.runlog import RunLogger, bar_disabled
 from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.finetune_config import FinetuneConfig
 from bertkit.tasks.run_dir import RunDir
 from bertkit.training import (
     TrainStep,
@@ -56,6 +58,7 @@ from bertkit.training import (
 )
 from bertkit.training.cpu import bound_onednn_cache
 from bertkit.training.distributed import pick_device
+from bertkit.training.sampler import length_batches
 
 __all__ = [
     "PAPER_GRID",
@@ -86,34 +89,6 @@ class Hyper:
     batch: int
     epochs: int
     seed: int
-
-
-@dataclass
-class FinetuneConfig:
-    """Everything but the task and the paths. ``grid``: key -> values for lr/batch/epochs/seed
-    (missing keys take the single values); ``None`` runs the single point. ``warmup`` is the
-    warm-up fraction of all updates. ``progress``: None = bars only on a terminal."""
-
-    lr: float = 2e-5
-    batch: int = 32
-    epochs: int = 3
-    seed: int = 42
-    grid: dict[str, Sequence] | None = None
-    max_seq_length: int = 128
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float = 0.1
-    max_grad_norm: float = 1.0
-    eval_batch: int = 64
-    device: str = "auto"
-    precision: str = "auto"
-    log_every: int = 100
-    progress: bool | None = None
-    select: str = "best"
-    max_train_examples: int | None = None
-    bucket: int = 50
-    resume: bool = False  # go on after the last finished epoch of the run in out_dir
-    overwrite: bool = False  # replace a finished (or unfinished) run in out_dir
 
 
 @dataclass
@@ -154,6 +129,8 @@ def parse_grid(specs: Sequence[str]) -> dict[str, list]:
                          for v in values.split(",") if v.strip()]
         except ValueError:
             raise BertkitError(f"bad grid entry {spec!r}: {key} values must be numbers") from None
+        for value in grid[key]:
+            check_config(replace(FinetuneConfig(), **{key: value}), f"grid entry {spec!r}")
     return grid
 
 
@@ -165,25 +142,6 @@ def grid_points(cfg: FinetuneConfig) -> list[Hyper]:
 
 
 # ------------------------------------------------------------------ batching
-def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator | None = None,
-                   bucket: int = 50) -> list[np.ndarray]:
-    """Index batches over ``lengths``. Without ``rng``: sorted by length (evaluation).
-    With ``rng``: shuffled, then each chunk of ``bucket`` batches sorted by length and cut
-    into batches, and the batch order shuffled (training: random yet little padding)."""
-    n = len(lengths)
-    if rng is None:
-        order = np.argsort(lengths, kind="stable")
-        return [order[i: i + batch_size] for i in range(0, n, batch_size)]
-    order = rng.permutation(n)
-    chunk = batch_size * max(1, bucket)
-    batches = []
-    for start in range(0, n, chunk):
-        part = order[start: start + chunk]
-        part = part[np.argsort(lengths[part], kind="stable")]
-        batches.extend(part[i: i + batch_size] for i in range(0, len(part), batch_size))
-    return [batches[i] for i in rng.permutation(len(batches))]
-
-
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -280,18 +238,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
-              cfg: FinetuneConfig, logger: RunLogger,
-              on_epoch: Callable[[Any, int, dict, list], None],
-              resume: dict | None = None,
-              on_epoch_end: Callable[[dict], None] | None = None) -> RunResult:
-    """Fine-tune one grid point from ``model_dir``; ``on_epoch(model, epoch, metrics, raw)``
-    is called after every epoch's evaluation (the caller keeps the best model).
-
-    ``on_epoch_end(state)`` then receives the training state after that epoch (model,
-    optimizer, scheduler, RNG, step, history); passing such a ``resume`` state goes on from
-    it, to the same weights an uninterrupted run reaches."""
-    started = time.perf_counter()
+def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
+                 cfg: FinetuneConfig, logger: RunLogger, resume: dict | None = None,
+                 on_epoch_end: Callable[[dict], None] | None = None,
+                 ) -> Iterator[tuple[Any, int, dict, list]]:
+    """Fine-tune one grid point from ``model_dir``, yielding ``(model, epoch, metrics, raw
+    outputs)`` after every epoch's evaluation (the caller keeps the best model)."""
+    # ``on_epoch_end(state)`` receives the training state (model, optimizer, scheduler, RNG,
+    # step) once the caller has handled an epoch; a ``resume`` state goes on after its epoch,
+    # to the weights an uninterrupted run reaches.
     device = pick_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     seed_everything(hyper.seed)
@@ -306,14 +261,13 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
     step_fn = TrainStep(model, optimizer, scheduler, device=device, precision=precision,
                         max_grad_norm=cfg.max_grad_norm)
     run = asdict(hyper)
-    history, step, first_epoch = [], 0, 1
+    step, first_epoch = 0, 1
     if resume is not None:
-        from bertkit.training.checkpoint import restore_training_state
+        from bertkit.training.state import restore_training_state
 
         restore_training_state(resume, model=model, optimizer=optimizer, scheduler=scheduler,
                                scaler=step_fn.scaler, source="fine-tuning resume state")
-        history, step = list(resume["extra"]["history"]), int(resume["step"])
-        first_epoch = int(resume["extra"]["epoch"]) + 1
+        step, first_epoch = int(resume["step"]), int(resume["extra"]["epoch"]) + 1
     for epoch in range(first_epoch, hyper.epochs + 1):
         model.train()
         rng = np.random.default_rng([hyper.seed, epoch])
@@ -331,67 +285,38 @@ def train_one(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet],
                 loss_sum.zero_()
                 loss_n = 0
         metrics, raw = evaluate_sets(task, model, sets, cfg.eval_batch, device, precision, cfg.progress)
-        history.append(metrics)
         logger.log(event="eval", **run, epoch=epoch, **metrics)
-        on_epoch(model, epoch, metrics, raw)
-        if on_epoch_end is not None:
-            from bertkit.training.checkpoint import capture_training_state
+        yield model, epoch, metrics, raw
+        if on_epoch_end is not None:  # after the caller kept (or not) this epoch's model
+            from bertkit.training.state import capture_training_state
 
             on_epoch_end(capture_training_state(
                 model=model, optimizer=optimizer, scheduler=scheduler, scaler=step_fn.scaler,
-                step=step, data_position={}, config={},
-                extra={"epoch": epoch, "history": history}))
-    main = task.main_metric
-    chosen = (max(range(len(history)), key=lambda i: _score(history[i], main))
-              if cfg.select == "best" else len(history) - 1)
-    return RunResult(hyper, history[chosen], chosen + 1, history, time.perf_counter() - started)
+                step=step, data_position={}, config={}, extra={"epoch": epoch}))
 
 
-def check_hyper(cfg: FinetuneConfig) -> None:
-    """Every grid point's values in range, before any data is read (a zero batch size used to
-    fail deep in the schedule, a zero eval batch size only after the first epoch)."""
-    for hyper in grid_points(cfg):
-        for name, value, low in (("--batch-size", hyper.batch, 1), ("--epochs", hyper.epochs, 1)):
-            if value < low:
-                raise BertkitError(f"{name} must be at least {low}, got {value}")
-        if not hyper.lr > 0:
-            raise BertkitError(f"--lr must be positive, got {hyper.lr:g}")
-    if cfg.eval_batch < 1:
-        raise BertkitError(f"--eval-batch-size must be at least 1, got {cfg.eval_batch}")
-    if not 0 <= cfg.warmup <= 1:
-        raise BertkitError(f"--warmup is the warm-up share of the updates: it must lie in [0, 1], "
-                           f"got {cfg.warmup:g}")
+def _chosen_epoch(history: list[dict], main: str, select: str) -> int:
+    """Index of the epoch a run reports: its best on ``main``, or its last (``select="last"``)."""
+    if select == "last":
+        return len(history) - 1
+    return max(range(len(history)), key=lambda i: _score(history[i], main))
 
 
 def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | None = None,
              tokenizer=None, logger: RunLogger | None = None) -> tuple[list[RunResult], RunResult]:
     """Run the grid (see the module docstring); returns every run and the best one."""
-    from bertkit.checkpoint import load_config, save_pretrained
-    from bertkit.tokenizer import BertTokenizer
+    from bertkit.checkpoint import check_vocabulary, load_config, load_tokenizer
 
     bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
     cfg = cfg or FinetuneConfig()
-    if cfg.select not in ("best", "last"):
-        raise BertkitError(f"select must be 'best' or 'last', got {cfg.select!r}")
-    check_hyper(cfg)
+    check_config(cfg, "finetune")
     out_dir = Path(out_dir)
     run_dir = RunDir(out_dir)
     run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
     saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
     logger = logger or RunLogger(out_dir / "log.jsonl")
-    tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
-    model_config = load_config(model_dir)
-    vocab_size = model_config.vocab_size
-    if cfg.max_seq_length > model_config.max_position_embeddings:
-        raise BertkitError(f"--max-seq-length {cfg.max_seq_length} exceeds the "
-                           f"{model_config.max_position_embeddings} positions of {model_dir}; "
-                           f"use at most {model_config.max_position_embeddings}")
-    if cfg.max_train_examples is not None and cfg.max_train_examples < 1:
-        raise BertkitError(f"--max-train-examples must be at least 1, got {cfg.max_train_examples} "
-                           "(leave it out to train on every example)")
-    if len(tokenizer) != vocab_size:
-        raise CheckpointError(f"{model_dir}: the vocabulary has {len(tokenizer)} tokens but the "
-                              f"model's vocab_size is {vocab_size}; use the model's own vocabulary")
+    tokenizer = tokenizer or load_tokenizer(model_dir)
+    check_vocabulary(tokenizer, load_config(model_dir).vocab_size, model_dir)
     examples = task.read(data_dir, "train")
     if cfg.max_train_examples and len(examples) > cfg.max_train_examples:
         keep = np.sort(np.random.default_rng(0).permutation(len(examples))[: cfg.max_train_examples])
@@ -401,40 +326,14 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     points = grid_points(cfg)
     if saved is None:
         logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
-               train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
-               grid_points=len(points), max_seq_length=cfg.max_seq_length)
-    best: dict[str, Any] = {"score": -math.inf}
+                   train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
+                   grid_points=len(points), max_seq_length=cfg.max_seq_length)
     main = task.main_metric
+    best = {"score": -math.inf}  # read by save_state when called
     runs: list[RunResult] = []
     if saved is not None:
-        best.update(saved["best"])
-        runs = [_from_row(row) for row in saved["runs"]]
+        best["score"], runs = saved["best_score"], [_from_row(row) for row in saved["runs"]]
         logger.log(event="resume", run=saved["run"], epoch=saved["epoch"])
-
-    def keep_if_best(model, hyper: Hyper, epoch: int, metrics: dict, raw: list, final: bool) -> None:
-        score = _score(metrics, main)
-        if (cfg.select == "last" and not final) or score <= best["score"]:
-            return
-        best.update(score=score, hyper=hyper, epoch=epoch)
-        record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
-                  "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
-        extra = task.config_entries()
-        extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
-        staging = run_dir.staging()  # the whole model directory, then swapped in
-        save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)
-        write_predictions(task, sets, raw, staging)
-        run_dir.publish()
-
-    def save_state(n: int, hyper: Hyper, state: dict) -> None:
-        epoch = state["extra"]["epoch"]
-        state["extra"].update(run=n, settings=_settings(task, cfg), runs=[_row(r) for r in runs],
-                              best={k: (asdict(v) if isinstance(v, Hyper) else v)
-                                    for k, v in best.items()},
-                              log_lines=_count_lines(out_dir / "log.jsonl"))
-        run_dir.save_state(state)
-        run_dir.mark_unfinished(task=task.name, run=n, runs=len(points), epochs_done=epoch,
-                                epochs=hyper.epochs)
-
     run_dir.mark_unfinished(task=task.name, run=saved["run"] if saved else 1, runs=len(points),
                             epochs_done=saved["epoch"] if saved else 0, epochs=points[0].epochs)
     for n, hyper in enumerate(points, 1):
@@ -443,12 +342,28 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
         resume = saved["state"] if saved is not None and n == saved["run"] else None
         if resume is None:
             logger.log(event="run_start", run=n, runs=len(points), **asdict(hyper))
-        result = train_one(task, model_dir, train, sets, hyper, cfg, logger,
-                           lambda m, e, met, raw, h=hyper: keep_if_best(m, h, e, met, raw, e == h.epochs),
-                           resume=resume,
-                           on_epoch_end=lambda state, n=n, h=hyper: save_state(n, h, state))
+        started, history = time.perf_counter(), list(saved["history"]) if resume else []
+
+        def save_state(state: dict, n=n, hyper=hyper, history=history) -> None:
+            state["extra"].update(run=n, settings=_settings(task, cfg), history=history,
+                                  runs=[_row(r) for r in runs], best_score=best["score"],
+                                  log_lines=_count_lines(out_dir / "log.jsonl"))
+            run_dir.save_state(state)
+            run_dir.mark_unfinished(task=task.name, run=n, runs=len(points),
+                                    epochs_done=state["extra"]["epoch"], epochs=hyper.epochs)
+
+        for model, epoch, metrics, raw in train_epochs(task, model_dir, train, sets, hyper, cfg,
+                                                       logger, resume, save_state):
+            history.append(metrics)
+            competes = cfg.select == "best" or epoch == hyper.epochs
+            if competes and _score(metrics, main) > best["score"]:  # the best so far: keep it
+                best["score"] = _score(metrics, main)
+                _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir, run_dir,
+                            tokenizer, sets)
         if n == 1 and getattr(task, "load_notes", None):
             logger.log(event="model_notes", notes=task.load_notes)
+        chosen = _chosen_epoch(history, main, cfg.select)
+        result = RunResult(hyper, history[chosen], chosen + 1, history, time.perf_counter() - started)
         runs.append(result)
         logger.log(event="run", run=n, **asdict(hyper), best_epoch=result.epoch,
                    seconds=round(result.seconds, 1), **result.metrics)
@@ -459,6 +374,22 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
                    "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
     run_dir.finish()
     return runs, chosen
+
+
+def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw: list,
+                cfg: FinetuneConfig, model_dir, run_dir: RunDir, tokenizer, sets) -> None:
+    """Write the model of (``hyper``, ``epoch``) with its predictions to the run directory,
+    as a whole (staged, then published)."""
+    from bertkit.checkpoint import save_pretrained
+
+    record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
+              "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
+    extra = task.config_entries()
+    extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
+    staging = run_dir.staging()
+    save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)
+    write_predictions(task, sets, raw, staging)
+    run_dir.publish()
 
 
 def _row(r: RunResult) -> dict:
@@ -502,11 +433,8 @@ def _resume_state(run_dir: RunDir, task: Task, cfg: FinetuneConfig) -> dict:
             lines = f.readlines()[: extra["log_lines"]]
         with atomic_write(log, "wb") as f:
             f.writelines(lines)
-    best = dict(extra["best"])
-    if isinstance(best.get("hyper"), dict):
-        best["hyper"] = Hyper(**best["hyper"])
-    return {"run": extra["run"], "epoch": extra["epoch"], "state": state, "best": best,
-            "runs": extra["runs"]}
+    return {"run": extra["run"], "epoch": extra["epoch"], "state": state, "history": extra["history"],
+            "best_score": extra["best_score"], "runs": extra["runs"]}
 
 
 def format_table(runs: Sequence[RunResult], main_metric: str) -> str:

@@ -6,9 +6,10 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
-from itertools import chain, compress, count
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
+from typing import NamedTuple
 
 from bertkit.errors import DataFormatError
 from bertkit.fileio import atomic_write
@@ -23,7 +24,6 @@ from bertkit.tokenizer.wordpiece import (
 
 TextInput = str | Sequence[str]  # raw text, or a pre-tokenized list of words
 _IDS = itemgetter(0)
-_ONE = 1
 
 
 class BertTokenizer:
@@ -180,14 +180,11 @@ class BertTokenizer:
         entries = list(map(self.wordpiece.__getitem__, words))
         ids += chain.from_iterable(map(_IDS, entries))
         if owner is None and not base:
-            # Most words are one piece whose span is the word's span: take all spans as
-            # they are (a C-level copy) and splice in the pieces of the few split words.
-            multi = list(compress(count(), map(_ONE.__lt__, map(len, map(_IDS, entries)))))
-            if not multi:
-                offsets += spans
-                return
+            # Most words are one piece whose span is the word's span: take the spans as they
+            # are and splice in the pieces of the few words split into several.
+            split = [i for i, (word_ids, _, _) in enumerate(entries) if len(word_ids) > 1]
             local = list(spans)
-            for i in reversed(multi):
+            for i in reversed(split):
                 start = spans[i][0]
                 _, starts, ends = entries[i]
                 local[i:i + 1] = [(start + a, start + b) for a, b in zip(starts, ends)]
@@ -198,20 +195,19 @@ class BertTokenizer:
         offsets += [(base + owner[s + a], base + owner[s + b - 1] + 1)
                     for (s, _), (_, starts, ends) in zip(spans, entries) for a, b in zip(starts, ends)]
 
-    def _sequence(self, text: TextInput, offsets: bool):
-        """``(ids, offsets | None, word_ids | None)`` for one text or list of words."""
+    def _sequence(self, text: TextInput, offsets: bool) -> _Segment:
+        """The tokens of one text or list of words (offsets and word ids when they apply)."""
         if isinstance(text, str):
             if offsets:
-                ids, offs = self.text_to_ids_and_offsets(text)
-                return ids, offs, None
-            return self.text_to_ids(text), None, None
+                return _Segment(*self.text_to_ids_and_offsets(text))
+            return _Segment(self.text_to_ids(text))
         ids, offs, word_ids = [], [], []
         for index, word in enumerate(text):
             word_piece_ids, word_offsets = self.text_to_ids_and_offsets(word)
             ids.extend(word_piece_ids)
             offs.extend(word_offsets)
             word_ids.extend([index] * len(word_piece_ids))
-        return ids, offs, word_ids
+        return _Segment(ids, offs if offsets else None, word_ids)
 
     # ----------------------------------------------------------------- encoding
     def encode(self, text: TextInput, pair: TextInput | None = None, max_length: int | None = None,
@@ -225,31 +221,27 @@ class BertTokenizer:
         only matters in :meth:`encode_batch`. Text may be a list of words (pre-tokenized):
         then ``word_ids`` maps each token to its word and offsets are within each word.
         """
-        a_ids, a_offs, a_words = self._sequence(text, return_offsets)
-        b_ids = b_offs = b_words = None
-        if pair is not None:
-            b_ids, b_offs, b_words = self._sequence(pair, return_offsets)
+        a = self._sequence(text, return_offsets)
+        b = self._sequence(pair, return_offsets) if pair is not None else None
         n_special = (3 if pair is not None else 2) if add_special_tokens else 0
         removed = 0
         if max_length is not None:
             budget = max_length - n_special
             if budget < 0:
                 raise ValueError(f"max_length={max_length} leaves no room for {n_special} special tokens")
-            total = len(a_ids) + (len(b_ids) if b_ids is not None else 0)
+            total = len(a.ids) + (len(b.ids) if b is not None else 0)
             if total > budget:
                 if truncation:
-                    n1, n2 = truncated_lengths(len(a_ids), None if b_ids is None else len(b_ids),
+                    n1, n2 = truncated_lengths(len(a.ids), None if b is None else len(b.ids),
                                                budget, truncation)
                     removed = total - budget
-                    a_ids, a_offs, a_words = _cut(a_ids, a_offs, a_words, n1)
-                    if b_ids is not None:
-                        b_ids, b_offs, b_words = _cut(b_ids, b_offs, b_words, n2)
+                    a = a.cut(n1)
+                    b = b.cut(n2) if b is not None else None
                 elif not self._warned_length:
                     self._warned_length = True
                     warnings.warn(f"sequence of {total + n_special} tokens is longer than "
                                   f"max_length={max_length} and truncation is off", stacklevel=2)
-        enc = self._assemble(a_ids, b_ids, add_special_tokens, return_offsets, a_offs, b_offs,
-                             a_words, b_words)
+        enc = self._assemble(a, b, add_special_tokens)
         enc.num_truncated = removed
         if padding == "max_length":
             if max_length is None:
@@ -259,31 +251,32 @@ class BertTokenizer:
             raise ValueError(f"unknown padding {padding!r}; use False, 'max_length' or 'longest'")
         return enc
 
-    def _assemble(self, a, b, specials, with_offsets, a_offs, b_offs, a_words, b_words) -> Encoding:
-        n_a = len(a)
+    def _assemble(self, a: _Segment, b: _Segment | None, specials: bool) -> Encoding:
+        """``[CLS] a [SEP]`` (``+ b [SEP]``), or ``a (+ b)`` without specials, as an Encoding."""
+        n_a = len(a.ids)
         if specials:
             edge, zero = [None], [(0, 0)]
-            ids = [self.cls_token_id, *a, self.sep_token_id]
+            ids = [self.cls_token_id, *a.ids, self.sep_token_id]
             special = [1] + [0] * n_a + [1]
         else:
             edge, zero = [], []
-            ids = list(a)
+            ids = list(a.ids)
             special = [0] * n_a
         seq_ids = edge + [0] * n_a + edge
         types = [0] * len(ids)
         if b is not None:
-            n_b = len(b)
-            ids += b
+            n_b = len(b.ids)
+            ids += b.ids
             ids += [self.sep_token_id] if specials else []
             special += [0] * n_b + ([1] if specials else [])
             seq_ids += [1] * n_b + edge
             types += [1] * (len(ids) - len(types))
         enc = Encoding(ids, types, [1] * len(ids), special, seq_ids)
-        if with_offsets:
-            enc.offsets = zero + a_offs + zero + ((b_offs + zero) if b is not None else [])
-        if a_words is not None or b_words is not None:
-            a_w = a_words if a_words is not None else [None] * n_a
-            b_w = [] if b is None else (b_words if b_words is not None else [None] * len(b)) + edge
+        if a.offsets is not None:
+            enc.offsets = zero + a.offsets + zero + ((b.offsets + zero) if b is not None else [])
+        if a.word_ids is not None or (b is not None and b.word_ids is not None):
+            a_w = a.word_ids if a.word_ids is not None else [None] * n_a
+            b_w = [] if b is None else (b.word_ids if b.word_ids is not None else [None] * len(b.ids)) + edge
             enc.word_ids = edge + a_w + edge + b_w
         return enc
 
@@ -341,8 +334,17 @@ def clean_up_tokenization(text: str) -> str:
     return text
 
 
-def _cut(ids, offs, words, n):
-    return ids[:n], (offs[:n] if offs is not None else None), (words[:n] if words is not None else None)
+class _Segment(NamedTuple):
+    """One side of an encoding before the special tokens: ids, and offsets / word ids when
+    asked for (``None`` otherwise)."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]] | None = None
+    word_ids: list[int] | None = None
+
+    def cut(self, n: int) -> _Segment:
+        """The first ``n`` tokens."""
+        return _Segment(self.ids[:n], *(None if x is None else x[:n] for x in (self.offsets, self.word_ids)))
 
 
 def _read_tokenizer_json(path: Path) -> tuple[Vocab, dict]:

@@ -13,7 +13,14 @@
 * :func:`prefetch` - produce the next batches on a background thread.
 """
 
-from bertkit.training.checkpoint import (
+from bertkit.training.cpu import keep_freed_memory
+from bertkit.training.distributed import DistContext, init_distributed
+from bertkit.training.optim import build_optimizer, param_groups
+from bertkit.training.prefetch import prefetch
+from bertkit.training.sampler import EpochBatches
+from bertkit.training.schedule import default_warmup, linear_warmup_decay
+from bertkit.training.signals import GracefulStop
+from bertkit.training.state import (
     CheckpointManager,
     capture_rng_state,
     capture_training_state,
@@ -21,14 +28,7 @@ from bertkit.training.checkpoint import (
     restore_rng_state,
     restore_training_state,
 )
-from bertkit.training.cpu import keep_freed_memory
-from bertkit.training.distributed import DistContext, init_distributed
-from bertkit.training.loop import MetricSums, StepResult, TrainStep, autocast, resolve_precision
-from bertkit.training.optim import build_optimizer, param_groups
-from bertkit.training.prefetch import prefetch
-from bertkit.training.sampler import EpochBatches
-from bertkit.training.schedule import default_warmup, linear_warmup_decay
-from bertkit.training.signals import GracefulStop
+from bertkit.training.step import MetricSums, StepResult, TrainStep, autocast, resolve_precision
 
 __all__ = [
     "CheckpointManager",

@@ -36,18 +36,20 @@ class DistContext:
         return self.world_size > 1
 
 
-def pick_device(device: str = "auto", local_rank: int = 0) -> torch.device:
-    """``auto``: this process's GPU when CUDA is available, else the CPU."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise BertkitError("--device cuda: no CUDA device is available (use cpu or auto)")
-        return torch.device("cuda", local_rank)
+def pick_device(device: str | torch.device = "auto", local_rank: int = 0) -> torch.device:
+    """The one device resolution of bertkit (training, fine-tuning, inference): ``auto`` is
+    this process's GPU when CUDA is available, else the CPU; ``cuda`` is this process's GPU;
+    any other torch device (``cpu``, ``cuda:1``) as given. CUDA without CUDA is an error."""
+    name = str(device)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        return torch.device(device)
+        resolved = torch.device("cuda", local_rank) if name == "cuda" else torch.device(name)
     except RuntimeError:
-        raise BertkitError(f"unknown device {device!r}; use auto, cpu or cuda") from None
+        raise BertkitError(f"unknown device {name!r}; use auto, cpu or cuda") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise BertkitError("--device cuda: no CUDA device is available (use cpu or auto)")
+    return resolved
 
 
 def init_distributed(device: str = "auto") -> DistContext:

@@ -1,6 +1,6 @@
 """Which autocast precision ``auto`` means for pre-training, by the hardware actually present.
 
-On a GPU ``auto`` keeps :func:`bertkit.training.loop.resolve_precision`'s rule (bf16 where
+On a GPU ``auto`` keeps :func:`bertkit.training.step.resolve_precision`'s rule (bf16 where
 supported, else fp16). On the CPU it is ``bf16`` only where the processor computes bf16
 natively - x86 ``avx512_bf16`` or AMX (``amx_bf16``), or the Arm ``bf16`` extension - and
 torch's oneDNN backend can use it; everywhere else ``fp32``. Native support is read from
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from bertkit.training.loop import resolve_precision
+from bertkit.training.step import resolve_precision
 
 NATIVE_X86 = ("avx512_bf16", "amx_bf16")
 NATIVE_ARM = ("bf16",)
@@ -82,7 +82,7 @@ def cpu_bf16_support() -> CpuBf16:
 
 def resolve_pretrain_precision(precision: str, device: torch.device) -> tuple[str, str]:
     """``(fp32|bf16|fp16, why)``: ``auto`` on the CPU is bf16 where it is native, else fp32;
-    explicit choices and GPUs follow :func:`~bertkit.training.loop.resolve_precision`."""
+    explicit choices and GPUs follow :func:`~bertkit.training.step.resolve_precision`."""
     if precision == "auto" and device.type == "cpu":
         support = cpu_bf16_support()
         return ("bf16" if support.native else "fp32"), f"auto: {support.reason}"

@@ -1,4 +1,6 @@
-"""Deterministic, resumable, rank-sharded batch order.
+"""Batch orders: deterministic, resumable, rank-sharded (:class:`EpochBatches`, pre-training)
+and length-bucketed for variable-length inputs (:func:`length_batches`, fine-tuning and
+inference).
 
 Contract: the item order of epoch ``e`` is a permutation drawn from
 ``numpy.random.default_rng([seed, e])`` (or ``arange`` without shuffling), a pure function of
@@ -77,3 +79,26 @@ class EpochBatches:
                 batch += 1
                 yield {"epoch": epoch, "batch": batch}, micro
             epoch, batch = epoch + 1, 0
+
+
+def length_batches(lengths, batch_size: int, rng: np.random.Generator | None = None,
+                   bucket: int = 50, longest_first: bool = False) -> list[np.ndarray]:
+    """Index batches over ``lengths`` for variable-length inputs (little padding).
+
+    Without ``rng``: sorted by length, shortest first (``longest_first``: longest first),
+    ties in index order (evaluation and inference). With ``rng``: shuffled, then each chunk
+    of ``bucket`` batches sorted by length and cut into batches, and the batch order
+    shuffled (training: random yet little padding)."""
+    lengths = np.asarray(lengths)
+    n = len(lengths)
+    if rng is None:
+        order = np.argsort(-lengths if longest_first else lengths, kind="stable")
+        return [order[i: i + batch_size] for i in range(0, n, batch_size)]
+    order = rng.permutation(n)
+    chunk = batch_size * max(1, bucket)
+    batches = []
+    for start in range(0, n, chunk):
+        part = order[start: start + chunk]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        batches.extend(part[i: i + batch_size] for i in range(0, len(part), batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]

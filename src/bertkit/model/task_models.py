@@ -1,4 +1,4 @@
-"""Output heads on top of ``BertModel`` (paper sections 3.1 and 4, figure 4).
+"""The task models: ``BertModel`` plus an output head each (paper sections 3.1 and 4, figure 4).
 
 Each model keeps the encoder in ``.bert``, returns logits in a :class:`ModelOutput` and,
 given labels, the loss:
@@ -16,7 +16,7 @@ order of ``mlm_labels[mlm_labels != -100]``; without labels ``mlm_logits`` is (B
 
 With ``mlm_labels`` and no hidden states or attentions asked for, the last encoder layer also
 runs only where its output is read (the labelled positions, plus ``[CLS]`` for the NSP head),
-see ``BertModel(output_positions=...)``; ``last_hidden_state`` is then ``None``. When the
+see :mod:`bertkit.model.sparse_last_layer`; ``last_hidden_state`` is then ``None``. When the
 labels cover most of the sequence (the ``ltr`` objective labels every position) the full
 path runs instead. ``sparse_last_layer = False`` on the model turns this off.
 """
@@ -27,12 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.config import IGNORE_INDEX, BertConfig
 from bertkit.model.bert import BertModel, BertPreTrainedModel
 from bertkit.model.encoder import activation
 from bertkit.model.outputs import ModelOutput
-
-IGNORE_INDEX = -100
+from bertkit.model.sparse_last_layer import encode_at_positions, labelled_positions
 
 
 class MaskedLMHead(nn.Module):
@@ -67,33 +66,6 @@ def _mlm_loss(head: MaskedLMHead, hidden: torch.Tensor, targets: torch.Tensor):
     return logits, F.cross_entropy(logits.float(), targets.long())
 
 
-# run the last layer at the selected positions only while they are at most this share of T
-SPARSE_LAST_LAYER_MAX_SHARE = 0.5
-
-
-def labelled_positions(mlm_labels: torch.Tensor, with_cls: bool):
-    """``(positions (B, Q), valid (B, Q) bool)`` of the labelled positions of each row, in
-    order, padded with position 0 (``valid`` False there); with ``with_cls`` every row starts
-    with position 0 (``[CLS]``, ``valid`` False too). ``None`` when Q would exceed
-    ``SPARSE_LAST_LAYER_MAX_SHARE`` of the sequence, or when nothing is labelled and no
-    ``[CLS]`` is needed: the full last layer is then as cheap or cheaper."""
-    batch, length = mlm_labels.shape
-    selected = mlm_labels != IGNORE_INDEX
-    counts = selected.sum(1)
-    most = int(counts.max()) if batch else 0  # a host sync on a GPU, like the boolean indexing
-    queries = most + int(with_cls)
-    if queries == 0 or queries > SPARSE_LAST_LAYER_MAX_SHARE * length:
-        return None
-    # a stable sort puts each row's labelled positions first, in increasing order
-    order = torch.sort(selected.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :most]
-    valid = torch.arange(most, device=mlm_labels.device) < counts[:, None]
-    positions = order.masked_fill(~valid, 0)
-    if with_cls:
-        positions = F.pad(positions, (1, 0))
-        valid = F.pad(valid, (1, 0))
-    return positions, valid
-
-
 def _encode_and_predict(model, input_ids, token_type_ids, attention_mask, mlm_labels,
                         output_hidden_states, output_attentions):
     """``(encoder output, mlm_logits, mlm_loss)`` of a masked-LM model (``.bert``,
@@ -106,7 +78,7 @@ def _encode_and_predict(model, input_ids, token_type_ids, attention_mask, mlm_la
         out = model.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         return (out, *masked_lm(model.mlm_head, out.last_hidden_state, mlm_labels))
     positions, valid = sparse
-    out = model.bert(input_ids, token_type_ids, attention_mask, output_positions=positions)
+    out = encode_at_positions(model.bert, input_ids, token_type_ids, attention_mask, positions)
     hidden, out.last_hidden_state = out.last_hidden_state, None
     return (out, *_mlm_loss(model.mlm_head, hidden[valid], mlm_labels[mlm_labels != IGNORE_INDEX]))
 

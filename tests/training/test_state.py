@@ -14,7 +14,7 @@ from bertkit.training import (
     restore_rng_state,
     restore_training_state,
 )
-from bertkit.training import checkpoint as ckpt_module
+from bertkit.training import state as ckpt_module
 
 from .toy import Toy
 

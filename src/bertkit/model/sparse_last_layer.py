@@ -1,0 +1,118 @@
+"""The sparse last layer: the one home of a pre-training speed-up (the rest of the model reads
+like the paper).
+
+A head reads the last encoder layer at a few positions only: the masked-LM head at the
+labelled positions, the NSP head at ``[CLS]``. Every position still serves as key and value
+of the last layer's attention, but its queries, attention output, feed-forward and
+LayerNorms need to run at those positions alone; about a quarter of a BERT-Base step's
+encoder work for 20 of 128 positions. :func:`encode_at_positions` runs the encoder that way:
+all layers but the last as usual, then :func:`layer_at_positions` for the last one. The
+result equals (within float rounding) the full output gathered at the positions.
+
+:func:`labelled_positions` chooses the positions from MLM labels and declines (``None``)
+where the full layer is as cheap: when the labels cover most of the sequence (the ``ltr``
+objective labels every position) or nothing needs computing.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from bertkit.config import IGNORE_INDEX
+from bertkit.model.attention import MultiHeadSelfAttention, build_attention_mask
+from bertkit.model.encoder import EncoderLayer
+from bertkit.model.outputs import ModelOutput
+
+# run the last layer at the selected positions only while they are at most this share of T
+SPARSE_LAST_LAYER_MAX_SHARE = 0.5
+
+
+def labelled_positions(mlm_labels: torch.Tensor, with_cls: bool):
+    """``(positions (B, Q), valid (B, Q) bool)`` of the labelled positions of each row, in
+    order, padded with position 0 (``valid`` False there); with ``with_cls`` every row starts
+    with position 0 (``[CLS]``, ``valid`` False too). ``None`` when Q would exceed
+    ``SPARSE_LAST_LAYER_MAX_SHARE`` of the sequence, or when nothing is labelled and no
+    ``[CLS]`` is needed: the full last layer is then as cheap or cheaper."""
+    batch, length = mlm_labels.shape
+    selected = mlm_labels != IGNORE_INDEX
+    counts = selected.sum(1)
+    most = int(counts.max()) if batch else 0  # a host sync on a GPU, like the boolean indexing
+    queries = most + int(with_cls)
+    if queries == 0 or queries > SPARSE_LAST_LAYER_MAX_SHARE * length:
+        return None
+    # a stable sort puts each row's labelled positions first, in increasing order
+    order = torch.sort(selected.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :most]
+    valid = torch.arange(most, device=mlm_labels.device) < counts[:, None]
+    positions = order.masked_fill(~valid, 0)
+    if with_cls:
+        positions = F.pad(positions, (1, 0))
+        valid = F.pad(valid, (1, 0))
+    return positions, valid
+
+
+def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``hidden[b, positions[b, i]]`` for every ``b, i``: (B, T, H), (B, Q) -> (B, Q, H)."""
+    batch, length, width = hidden.shape
+    offsets = torch.arange(0, batch * length, length, device=positions.device)
+    flat = (positions + offsets[:, None]).reshape(-1)
+    return hidden.reshape(batch * length, width).index_select(0, flat).view(batch, -1, width)
+
+
+def query_mask(key_mask: torch.Tensor | None, length: int, causal: bool,
+               positions: torch.Tensor) -> torch.Tensor | None:
+    """The attention mask of queries at ``positions`` (B, Q) only, broadcastable to
+    (B, heads, Q, T); explicit when causal (the triangle depends on the positions)."""
+    if not causal:
+        return None if key_mask is None else key_mask[:, None, None, :]
+    keys = torch.arange(length, device=positions.device)
+    mask = (keys <= positions[:, :, None])[:, None]  # (B, 1, Q, T)
+    return mask if key_mask is None else mask & key_mask[:, None, None, :]
+
+
+def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queries: torch.Tensor,
+                  mask: torch.Tensor | None) -> torch.Tensor:
+    """Context (B, Q, H) of ``queries`` (B, Q, H) attending over ``hidden`` (B, T, H)."""
+    batch, length, width = hidden.shape
+    heads, size = attention.num_heads, attention.head_size
+    # the row blocks of the fused q/k/v weight are contiguous views: no copy of the weights
+    weight, bias = attention.qkv.weight, attention.qkv.bias
+    kv = F.linear(hidden, weight[width:], bias[width:])
+    key, value = kv.view(batch, length, 2, heads, size).permute(2, 0, 3, 1, 4).unbind(0)
+    count = queries.shape[1]
+    query = F.linear(queries, weight[:width], bias[:width]).view(batch, count, heads, size).transpose(1, 2)
+    context = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask,
+        dropout_p=attention.dropout_prob if attention.training else 0.0)
+    return context.transpose(1, 2).reshape(batch, count, width)
+
+
+def layer_at_positions(layer: EncoderLayer, hidden: torch.Tensor, mask: torch.Tensor | None,
+                       positions: torch.Tensor) -> torch.Tensor:
+    """``layer``'s output at ``positions`` only, (B, Q, H): keys and values at every position,
+    the rest at the Q positions (``mask`` from :func:`query_mask`)."""
+    selected = gather_positions(hidden, positions)  # queries and residual
+    attended = layer.attention.output(_attention_at(layer.attention.self, hidden, selected, mask), selected)
+    return layer.output(layer.intermediate(attended), attended)
+
+
+def encode_at_positions(bert, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                        attention_mask: torch.Tensor | None, positions: torch.Tensor) -> ModelOutput:
+    """``BertModel`` ``bert``'s output at ``positions`` (B, Q) of each sequence only:
+    ``last_hidden_state`` (B, Q, H), ``last_hidden_state[b, i]`` being the full output at
+    ``positions[b, i]``; the pooler reads ``last_hidden_state[:, 0]``, so put position 0
+    (``[CLS]``) first for the usual ``pooled_output``."""
+    from bertkit.model.bert import key_padding_mask
+
+    key_mask = key_padding_mask(attention_mask)
+    hidden = bert.embeddings(input_ids, token_type_ids)
+    layers, causal, length = bert.encoder.layer, bert.encoder.causal, input_ids.shape[1]
+    if len(layers) == 0:
+        last = gather_positions(hidden, positions)
+    else:
+        mask = build_attention_mask(key_mask, length, causal)
+        for layer in layers[:-1]:
+            hidden, _ = layer(hidden, mask)
+        last = layer_at_positions(layers[-1], hidden, query_mask(key_mask, length, causal, positions), positions)
+    pooled = bert.pooler(last) if bert.pooler is not None else None
+    return ModelOutput(last_hidden_state=last, pooled_output=pooled)

@@ -1,0 +1,146 @@
+"""Options declared once: a dataclass field carries its type, default, help, choices and range.
+
+Contract:
+
+* ``option(default, help, ge=, gt=, le=, lt=, choices=, flag=, metavar=)`` is a
+  ``dataclasses.field`` whose metadata holds the rest; ``flag`` overrides the command-line
+  name (default ``--`` + the field name with dashes).
+* :func:`add_options` adds one argparse flag per field of a config dataclass (booleans as
+  ``--x/--no-x``), typed by the field's annotation and checked against its range *while
+  parsing*, so argparse reports ``argument --batch-size: must be >= 1 (got 0)`` before any
+  work; the help shows the default. :func:`options_from_args` reads the given values back.
+* :func:`check_config` checks a filled config against the same ranges and choices (values
+  from a YAML/TOML file never pass through argparse) and raises
+  :class:`~bertkit.errors.BertkitError` naming the field.
+* :func:`bounded` is the same check for a flag that no dataclass declares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bertkit.errors import BertkitError
+
+_LIMITS = ("ge", "gt", "le", "lt")
+
+
+def option(default: Any = None, help: str = "", *, ge: float | None = None, gt: float | None = None,
+           le: float | None = None, lt: float | None = None, choices: Sequence[str] | None = None,
+           flag: str | None = None, metavar: str | None = None) -> Any:
+    """A dataclass field declaring one option (see the module docstring)."""
+    meta = {"help": help, "ge": ge, "gt": gt, "le": le, "lt": lt,
+            "choices": tuple(choices) if choices else None, "flag": flag, "metavar": metavar}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def range_text(ge=None, gt=None, le=None, lt=None) -> str:
+    """``>= 1``, ``> 0`` or ``in [0, 1)``: the allowed range in words."""
+    low = f"[{ge:g}" if ge is not None else f"({gt:g}" if gt is not None else None
+    high = f"{le:g}]" if le is not None else f"{lt:g})" if lt is not None else None
+    if low and high:
+        return f"in {low}, {high}"
+    if low:
+        return (">= " if ge is not None else "> ") + low[1:]
+    if high:
+        return ("<= " if le is not None else "< ") + high[:-1]
+    return ""
+
+
+def range_error(value: float, ge=None, gt=None, le=None, lt=None) -> str | None:
+    """``must be >= 1 (got 0)`` when ``value`` is outside the range (or NaN), else None."""
+    bad = (math.isnan(value)
+           or (ge is not None and value < ge) or (gt is not None and value <= gt)
+           or (le is not None and value > le) or (lt is not None and value >= lt))
+    return f"must be {range_text(ge, gt, le, lt)} (got {value:g})" if bad else None
+
+
+def bounded(kind: type, ge=None, gt=None, le=None, lt=None) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``kind(text)``, refused with the range when outside it."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
+        error = range_error(value, ge, gt, le, lt)
+        if error:
+            raise argparse.ArgumentTypeError(error)
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
+def field_type(hint: Any) -> type:
+    """``int | None`` -> ``int``: the type a field's value has when it is set."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def _limits(field: dataclasses.Field) -> dict[str, Any]:
+    return {k: field.metadata.get(k) for k in _LIMITS}
+
+
+def flag_name(field: dataclasses.Field) -> str:
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _help(field: dataclasses.Field) -> str:
+    """The field's help (``%`` escaped for argparse), its range, then its default."""
+    text = field.metadata.get("help", "").replace("%", "%%")
+    limits = range_text(**_limits(field))
+    if limits:
+        text += f"; {limits}"
+    default = field.default
+    if default is not None and default is not False and default is not dataclasses.MISSING:
+        shown = "on" if default is True else str(default).replace("%", "%%")
+        text += f" (default: {shown})"
+    return text
+
+
+def add_options(parser, cls, *, only: Sequence[str] | None = None, skip: Sequence[str] = (),
+                suppress_defaults: bool = False) -> None:
+    """One flag per field of dataclass ``cls`` (or of the fields ``only`` names, less ``skip``).
+    With ``suppress_defaults`` an absent flag leaves no attribute (to lay flags over a file)."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.name in skip or (only is not None and field.name not in only):
+            continue
+        kind = field_type(hints[field.name])
+        default = argparse.SUPPRESS if suppress_defaults else field.default
+        kwargs: dict[str, Any] = {"dest": field.name, "help": _help(field), "default": default}
+        if kind is bool:
+            parser.add_argument(flag_name(field), action=argparse.BooleanOptionalAction, **kwargs)
+            continue
+        choices = field.metadata.get("choices")
+        parse = bounded(kind, **_limits(field)) if kind in (int, float) else kind
+        metavar = field.metadata.get("metavar") or (
+            None if choices else flag_name(field).lstrip("-").upper().replace("-", "_"))
+        parser.add_argument(flag_name(field), type=parse, choices=choices, metavar=metavar, **kwargs)
+
+
+def options_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+    """The values of ``cls``'s fields present in ``args`` (absent ones left out)."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+
+
+def check_config(config, source: str = "config") -> None:
+    """Every set numeric field of ``config`` within its range, every choice allowed."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if value is None or isinstance(value, bool):
+            continue
+        choices = field.metadata.get("choices")
+        if choices and value not in choices:
+            raise BertkitError(f"{source}: {field.name} must be one of {', '.join(choices)} "
+                               f"(got {value!r})")
+        if isinstance(value, int | float):
+            error = range_error(value, **_limits(field))
+            if error:
+                raise BertkitError(f"{source}: {field.name} {error}")
