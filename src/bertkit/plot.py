@@ -101,3 +101,20 @@ def plot_runs(runs: list[str | Path], out: str | Path, metrics: list[str] | None
         ax.set_visible(False)
     fig.tight_layout()
     return _save(fig, Path(out))
+
+
+def plot_attention(tokens: list[str], matrix, out: str | Path, title: str = "") -> Path:
+    """One head's attention (rows: queries, columns: keys, both ``tokens``) as a PNG heat map."""
+    plt = _pyplot()
+    size = min(14.0, 2.5 + 0.32 * len(tokens))
+    fig, ax = plt.subplots(figsize=(size, size))
+    image = ax.imshow(matrix, cmap="Blues", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(tokens)), tokens, fontsize=8)
+    ax.set_xlabel("attended to (key)")
+    ax.set_ylabel("attending (query)")
+    if title:
+        ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    return _save(fig, Path(out))

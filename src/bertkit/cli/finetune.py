@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import warnings
@@ -42,7 +43,7 @@ def _task_help() -> str:
     return "task: " + ", ".join(TASKS)
 
 
-def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
+def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool = False) -> None:
     parser.add_argument("task", metavar="TASK", help=_task_help())
     parser.add_argument("--model", required=True, metavar="DIR",
                         help="model directory (bertkit or Hugging Face BERT)")
@@ -57,7 +58,14 @@ def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
     parser.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
                         help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
                              "model's); longer inputs are truncated with a warning")
-    add_options(parser, FinetuneConfig, only=("device", "precision"))
+    if inference:  # evaluate / predict also run INT8 (bertkit.precision), training does not
+        add_options(parser, FinetuneConfig, only=("device",))
+        choices = next(f for f in dataclasses.fields(FinetuneConfig) if f.name == "precision").metadata["choices"]
+        parser.add_argument("--precision", default="auto", choices=[*choices, "int8"],
+                            help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU); "
+                                 "int8: dynamic quantisation on the CPU (default auto)")
+    else:
+        add_options(parser, FinetuneConfig, only=("device", "precision"))
     parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
                         help="CPU threads for torch (default: torch's)")
     add_progress_flag(parser)
@@ -94,7 +102,7 @@ def register(subparsers) -> None:
     ev = subparsers.add_parser("evaluate", help="score a fine-tuned model on a task's dev data",
                                description="Evaluate a fine-tuned model on the task's evaluation "
                                            "split(s) and print the metrics (main metric first).")
-    _common(ev)
+    _common(ev, inference=True)
     ev.add_argument("--split", action="append", default=None,
                     help="split(s) to score (default: the task's dev split(s))")
     ev.add_argument("--batch-size", type=bounded(int, ge=1), default=64, help="evaluation batch size")
@@ -106,7 +114,7 @@ def register(subparsers) -> None:
                                description="Read FILE.jsonl (one input per line, fields as the task's "
                                            "data: e.g. sentence / sentence1+sentence2 / text+text_pair), "
                                            "write each record with its prediction fields added.")
-    _common(pr, data=False)
+    _common(pr, data=False, inference=True)
     pr.add_argument("--input", required=True, metavar="FILE.jsonl", help="inputs, one JSON object a line")
     pr.add_argument("--output", required=True, metavar="FILE.jsonl", help="where to write the predictions")
     pr.add_argument("--batch-size", type=bounded(int, ge=1), default=64, help="batch size")
@@ -211,6 +219,10 @@ def run_finetune(args) -> int:
 
 
 def _load_model(task, args):
+    from bertkit.precision import is_int8_dir, load_model
+
+    if is_int8_dir(args.model):  # written by `bertkit quantize`: no float weights to build from
+        return load_model(args.model, precision="int8")
     model = task.build_model(args.model)
     fresh = [n for n in getattr(task, "load_notes", []) if "freshly initialised" in n]
     if fresh:
@@ -242,6 +254,11 @@ def _setup_trained(args):
               "another task", file=sys.stderr)
     model = _load_model(task, args)
     check_vocabulary(tokenizer, model.config.vocab_size, args.model)
+    if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
+        from bertkit.precision import prepare
+
+        args.precision = "fp32"  # the quantised layers run in fp32 activations
+        model = prepare(model, "int8")
     device, precision = _device(args)
     return task, tokenizer, entry, model.to(device), device, precision
 

@@ -25,6 +25,8 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                         help="weights and activations type")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
+                        help="fp32, bf16 autocast, or int8 dynamic quantisation (CPU)")
     parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")
     parser.add_argument("--max-length", type=bounded(int, ge=2), default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
@@ -73,7 +75,8 @@ def register(subparsers) -> None:
 def _load(args):
     from bertkit.inference import load
 
-    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype)
+    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype,
+                precision=args.precision)
 
 
 def _text_lines(path: str) -> list[str]:
