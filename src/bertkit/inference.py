@@ -98,12 +98,14 @@ class BertInference(TaskInference):
             )
         return encodings
 
-    def _batches(self, encodings, batch_size: int, progress: bool, desc: str) -> Iterator:
+    def _batches(self, encodings, batch_size: int, progress: bool | None, desc: str) -> Iterator:
         """``(indices, input_ids, token_type_ids, attention_mask)`` per length-sorted batch."""
         from tqdm.auto import tqdm
 
         groups = length_batches([len(e.input_ids) for e in encodings], batch_size, longest_first=True)
-        for indices in tqdm(groups, desc=desc, unit="batch", disable=not progress):
+        from bertkit.runlog import bar_disabled
+
+        for indices in tqdm(groups, desc=desc, unit="batch", disable=bar_disabled(progress)):
             width = max(len(encodings[i].input_ids) for i in indices)
             ids = torch.zeros(len(indices), width, dtype=torch.long)
             types = torch.zeros_like(ids)

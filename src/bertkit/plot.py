@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_path
+from bertkit.fileio import atomic_path, check_writable
 from bertkit.runlog import read_log
 
 PANELS = {
@@ -37,6 +37,7 @@ def _run_name(run: Path) -> str:
 def _save(fig, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
+    check_writable(out, "plot")
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from bertkit.cli.long_text import add_long_text_arguments, long_text_options
+from bertkit.cli.parsing import add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.tasks.finetune_config import FinetuneConfig
@@ -40,8 +41,7 @@ def register(subparsers) -> None:
     p.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
                    help="grid search as in finetune (bare --grid: the paper's grid)")
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                   help="no progress bars")
+    add_progress_flag(p)
     p.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                    help="task option (value parsed as JSON when it can be), repeatable")
     add_long_text_arguments(p)

@@ -17,7 +17,7 @@ import sys
 import warnings
 
 from bertkit.cli.long_text import add_long_text_arguments, long_text_options
-from bertkit.cli.parsing import accept_negative_lists
+from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.tasks.finetune_config import FinetuneConfig
@@ -69,8 +69,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
         add_options(parser, FinetuneConfig, only=("device", "precision"))
     parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
                         help="CPU threads for torch (default: torch's)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                        help="no progress bars (default: bars on a terminal)")
+    add_progress_flag(parser)
     parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                         help="task option (value parsed as JSON when it can be), repeatable")
     add_long_text_arguments(parser)
@@ -185,6 +184,18 @@ def _setup(args, for_training: bool):
     return task, tokenizer, entry
 
 
+def _train_max_len(args, task) -> int:
+    """``--max-seq-length``, else the task's default capped at the model's positions (a
+    small model with 64 positions trains at 64 without a word; an explicit larger value is
+    refused by ``finetune``)."""
+    length = _max_len(args, {}, task)
+    if args.max_seq_length is None:
+        from bertkit.checkpoint import load_config
+
+        length = min(length, load_config(args.model).max_position_embeddings)
+    return length
+
+
 def _max_len(args, entry: dict, task=None) -> int:
     """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD 384)."""
     default = getattr(task, "default_max_seq_length", 128)
@@ -201,7 +212,7 @@ def run_finetune(args) -> int:
         cfg = FinetuneConfig(**{
             **options_from_args(FinetuneConfig, args),  # every flag FinetuneConfig declares
             "grid": parse_grid(args.grid) if args.grid is not None else None,
-            "max_seq_length": _max_len(args, {}, task)})
+            "max_seq_length": _train_max_len(args, task)})
         runs, best = finetune(task, args.model, args.data, args.out, cfg, tokenizer=tokenizer)
     print(format_table(runs, task.main_metric))
     print(f"best: {task.main_metric}={best.metrics[task.main_metric]:.4f} (lr={best.hyper.lr:g} "
@@ -233,8 +244,17 @@ def _device(args):
 def _setup_trained(args):
     """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
     from bertkit.checkpoint import check_vocabulary
+    from bertkit.tasks.run_dir import unfinished_note
 
     task, tokenizer, entry = _setup(args, for_training=False)
+    note = unfinished_note(args.model)
+    if note:
+        print(f"bertkit: warning: {note}", file=sys.stderr)
+    trained_on = entry.get("task")
+    if trained_on and trained_on != task.name:
+        print(f"bertkit: warning: {args.model} was fine-tuned on {trained_on}, not {task.name}; "
+              "its labels fit, so it is scored anyway, but the figures measure a model of "
+              "another task", file=sys.stderr)
     model = _load_model(task, args)
     check_vocabulary(tokenizer, model.config.vocab_size, args.model)
     if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
@@ -250,8 +270,13 @@ def run_evaluate(args) -> int:
     """Handler of ``evaluate``: ``split key=value ...`` lines, then the JSON."""
     from pathlib import Path
 
+    from bertkit.fileio import check_writable
     from bertkit.tasks.finetune import evaluate_sets, load_eval_sets, write_predictions
 
+    if args.output:
+        check_writable(args.output, "--output")
+    if args.predictions:
+        check_writable(args.predictions, "--predictions directory", directory=True)
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)
         results = {}
@@ -274,9 +299,11 @@ def run_evaluate(args) -> int:
 
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
-    from bertkit.fileio import atomic_write
+    from bertkit.fileio import atomic_write, check_writable
     from bertkit.tasks.finetune import featurize, run_model
     from bertkit.tasks.formats.base import iter_jsonl
+
+    check_writable(args.output, "--output")
 
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)
@@ -286,7 +313,7 @@ def run_predict(args) -> int:
         examples = task.read_input(args.input)
         features = featurize(task, examples, tokenizer, _max_len(args, entry, task), False, "input")
         outputs = run_model(task, model, features, args.batch_size, device, precision,
-                            True if args.progress is None else args.progress, desc="predict")
+                            args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
         if len(predictions) != len(records):
             raise BertkitError(f"{args.input}: {len(records)} records but {len(predictions)} "

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from bertkit.cli.long_text import add_long_text_arguments, long_text_options
-from bertkit.cli.parsing import accept_negative_lists
+from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
 
@@ -33,6 +33,7 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
                         help="token limit per input (default: the model's max_position_embeddings)")
     parser.add_argument("--on-overflow", choices=["truncate", "error"], default="truncate",
                         help="longer inputs: truncate with a warning (default) or fail")
+    add_progress_flag(parser)
 
 
 
@@ -95,7 +96,7 @@ def run_fill_mask(args) -> int:
     bert = _load(args)
     results = bert.fill_mask(texts, top_k=args.top_k, batch_size=args.batch_size,
                              max_length=args.max_length, on_overflow=args.on_overflow,
-                             progress=bool(args.input))
+                             progress=args.progress if args.input else False)
     for text, masks in zip(texts, results):
         if args.json:
             print(json.dumps({"text": text, "masks": masks}, ensure_ascii=False))
@@ -146,7 +147,7 @@ def read_inputs(path: str, text_column: str | None, pair_column: str | None):
 def run_embed(args) -> int:
     import numpy as np
 
-    from bertkit.fileio import atomic_path, atomic_write
+    from bertkit.fileio import atomic_path, atomic_write, check_writable
 
     try:
         layers = [int(x) for x in args.layers.split(",") if x.strip()]
@@ -157,6 +158,7 @@ def run_embed(args) -> int:
         raise BertkitError(f"--output must end in .npy or .jsonl, got {output.name}")
     if output.suffix == ".npy" and args.pool == "none":
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
+    check_writable(output, "--output")
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     from bertkit.windows import LongText
@@ -164,7 +166,8 @@ def run_embed(args) -> int:
     try:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,
                                       batch_size=args.batch_size, max_length=args.max_length,
-                                      on_overflow=args.on_overflow, progress=True, return_tokens=True,
+                                      on_overflow=args.on_overflow, progress=args.progress,
+                                      return_tokens=True,
                                       long_text=LongText.from_options(long_text_options(args)))
     except ValueError as e:
         raise BertkitError(str(e)) from None
@@ -200,6 +203,9 @@ def run_convert(args) -> int:
         if args.model_class not in TASK_MODELS:
             raise BertkitError(f"unknown --model-class {args.model_class}; choose from {', '.join(TASK_MODELS)}")
         model_class = TASK_MODELS[args.model_class]
+    from bertkit.fileio import check_writable
+
+    check_writable(args.target, "target model directory", directory=True)
     model = load_pretrained(args.source, model_class)
     tokenizer = load_tokenizer(args.source, args.vocab)
     check_vocabulary(tokenizer, model.config.vocab_size, args.source)
@@ -222,4 +228,7 @@ def run_info(args) -> int:
     paper = {"base": "110M", "large": "340M"}.get(args.model)
     note = f"; the paper reports {paper}" if paper else ""
     print(f"parameters (embeddings + encoder + pooler): {total:,} ({total / 1e6:.1f}M{note})")
+    if args.model in PRESETS and not Path(args.model).exists():
+        print(f"(a preset: vocab {config.vocab_size:,} is BERT's uncased vocabulary; "
+              "pretrain --model-size takes the vocabulary size from --vocab)")
     return 0

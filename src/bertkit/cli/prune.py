@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.cli.parsing import add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
 
@@ -38,8 +39,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=42, help="seed of the example sample (42)")
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                   help="no progress bars")
+    add_progress_flag(p)
     p.set_defaults(func=run_prune)
 
 
