@@ -9,20 +9,7 @@ from bertkit.pretraining.objectives import ltr_labels, prepare_batch
 from bertkit.pretraining.train import pretrain
 from bertkit.runlog import read_log
 
-from .train_helpers import losses, make_data, settings, weights
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return make_data(tmp_path_factory.mktemp("pt"))
+from .train_helpers import losses, settings, weights
 
 
 def test_ltr_labels_are_next_tokens_of_the_original():
