@@ -33,13 +33,13 @@ import torch
 from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_write
+from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
 from bertkit.pretraining.budget import Budget, budget_over, start_budget
 from bertkit.pretraining.dataset import PretrainingDataset
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
-from bertkit.runlog import RunLogger, read_log
+from bertkit.runlog import RunLogger, bar_disabled, read_log
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import (
     CheckpointManager,
@@ -57,6 +57,7 @@ from bertkit.training import (
 )
 from bertkit.training import distributed as dist
 from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
+from bertkit.training.divergence import SkipWatch
 from bertkit.training.precision import resolve_pretrain_precision
 from bertkit.training.prefetch import prefetch
 
@@ -136,9 +137,9 @@ def _train(config: PretrainConfig, ctx: dist.DistContext,
     _record_settings(run, records, progress.step)
     trainer.model = _model_for_steps(run)
     saved_at = progress.step if run.checkpoints.latest() else None
-    stopped_by = None
+    stopped_by, skips = None, None
     bar = tqdm(total=cfg.steps, initial=progress.step, unit="step", desc="pretrain",
-               disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
+               disable=True if not ctx.is_main else bar_disabled(cfg.progress), dynamic_ncols=True)
     last_log = time.perf_counter()
     # ranks agree on stopping through a collective: every step on the CPU, every log
     # interval on GPUs (reading its result waits for the device)
@@ -158,7 +159,8 @@ def _train(config: PretrainConfig, ctx: dist.DistContext,
             bar.update(1)
             if step % cfg.log_every == 0 or step == cfg.steps:
                 now = time.perf_counter()
-                _log_interval(run, progress, trainer, result.lr, now - last_log, records, bar)
+                record = _log_interval(run, progress, trainer, result.lr, now - last_log, records, bar)
+                skips = _watch_skips(skips, trainer, step, record["skipped_steps"], cfg.lr)
                 last_log = now
             if cfg.eval_every and step % cfg.eval_every == 0:
                 _evaluate(run, step, records)
@@ -243,6 +245,9 @@ def _resume_or_start(run: _Run, trainer: TrainStep, records: _Records) -> _Progr
     if latest is not None and not run.config.resume:
         raise BertkitError(f"{run.out} already holds checkpoints ({latest.name}): pass "
                            "--resume to continue that run or choose another --out")
+    if run.ctx.is_main:  # temp files of a run killed mid-write: never read, only space
+        for folder in (run.checkpoints.directory, run.out / "model"):
+            remove_temp_files(folder)
     if latest is None:
         if run.config.resume:
             records.log(step=0, event="resume", note="no checkpoint yet: starting fresh")
@@ -329,8 +334,9 @@ def _cpu_batches(run: _Run, start: dict):
 
 
 def _log_interval(run: _Run, progress: _Progress, trainer: TrainStep, lr: float,
-                  elapsed: float, records: _Records, bar) -> None:
-    """The interval's mean losses, lr, gradient norm and speed (metric sums reset)."""
+                  elapsed: float, records: _Records, bar) -> dict:
+    """The interval's mean losses, lr, gradient norm and speed, logged and returned (metric
+    sums reset)."""
     totals = progress.sums.reduce()
     epoch = progress.position["epoch"] + progress.position["batch"] / run.batches.batches_per_epoch
     record = {"step": progress.step, "epoch": round(epoch, 4)}
@@ -346,6 +352,17 @@ def _log_interval(run: _Run, progress: _Progress, trainer: TrainStep, lr: float,
         bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}",
                         **(run.budget.postfix() if run.budget else {}))
         records.scalars(record)
+    return record
+
+
+def _watch_skips(skips: SkipWatch | None, trainer: TrainStep, step: int, skipped: int,
+                 lr: float) -> SkipWatch:
+    """Stop with a clear error when every step of a log interval was skipped (NaN/inf); the
+    watch starts at this process's first log point."""
+    if skips is None:
+        return SkipWatch(step, skipped, trainer.scaler.is_enabled())
+    skips.check(step, skipped, lr)
+    return skips
 
 
 def _evaluate(run: _Run, step: int, records: _Records) -> None:

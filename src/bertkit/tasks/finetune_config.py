@@ -38,3 +38,7 @@ class FinetuneConfig:
     max_train_examples: int | None = option(None, "train on a fixed random sample of N examples",
                                             ge=1, metavar="N")
     bucket: int = option(50, "batches sorted by length together (training)", ge=1)
+    resume: bool = option(False, "continue the unfinished run in --out after its last finished "
+                                 "epoch (same settings; ends with the weights of an "
+                                 "uninterrupted run)")
+    overwrite: bool = option(False, "replace the run already in --out (default: refuse)")

@@ -99,7 +99,10 @@ class GenericTextTask(TextTask):
         if self.is_regression or self.labels is not None:
             return self
         path = self._split_file(data_dir, "train")
-        found = sorted({str(ex.label) for ex in self._read_file(path)}, key=_sort_key)
+        examples = self._read_file(path)
+        if not examples:
+            raise BertkitError(f"{path}: no examples (the file is empty or holds only a header)")
+        found = sorted({str(ex.label) for ex in examples}, key=_sort_key)
         if len(found) < 2:
             raise BertkitError(f"{path}: found {len(found)} distinct label(s); "
                                "classification needs at least two")
