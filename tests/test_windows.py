@@ -224,8 +224,8 @@ def test_windowed_embeddings_of_a_long_text(model_dir):
 
 
 def test_cli_flags_become_saved_task_options(model_dir, tmp_path):
-    from bertkit.cli.finetune import task_options
     from bertkit.cli.main import build_parser
+    from bertkit.tasks.task_options import task_options_from as task_options
 
     args = build_parser().parse_args(["evaluate", "sst2", "--model", "m", "--data", "d",
                                       "--long-text", "window", "--stride", "12",
