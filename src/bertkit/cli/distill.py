@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.cli.long_text import add_long_text_arguments, long_text_options
+from bertkit.cli.long_text import add_long_text_arguments
 from bertkit.cli.parsing import add_progress_flag
-from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.tasks.finetune_config import FinetuneConfig
 
@@ -50,17 +49,13 @@ def register(subparsers) -> None:
 
 
 def run_distill(args: argparse.Namespace) -> int:
-    from bertkit.cli.finetune import _option_value, _plain_warnings
+    from bertkit.cli.finetune import _plain_warnings
     from bertkit.tasks import canonical_name, get_task
     from bertkit.tasks.distill import DistillConfig, distill
     from bertkit.tasks.finetune import format_table, parse_grid
+    from bertkit.tasks.task_options import task_options_from
 
-    options = long_text_options(args)
-    for item in args.task_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BertkitError(f"bad task option {item!r}; expected KEY=VALUE")
-        options[key.strip().replace("-", "_")] = _option_value(value)
+    options = task_options_from(args)  # the long-text flags and -o KEY=VALUE
     cfg = DistillConfig(teacher=args.teacher, student=args.student,
                         student_layers=args.student_layers, temperature=args.temperature,
                         alpha=args.alpha)

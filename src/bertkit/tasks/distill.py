@@ -99,6 +99,15 @@ class DistillTask:
             raise AttributeError(name)
         return getattr(self.task, name)
 
+    def for_data(self, data_dir):
+        """The inner task's :meth:`for_data`, still wrapped (the loop calls it first)."""
+        inner = self.task.for_data(data_dir)
+        if inner is self.task:
+            return self
+        wrapped = DistillTask(inner, self.teacher, self.cfg, self.device, self.eval_batch, self.progress)
+        wrapped.teacher_logits = self.teacher_logits
+        return wrapped
+
     def featurize(self, examples: Sequence, tokenizer, max_seq_length: int,
                   train: bool = False) -> FeatureSet:
         feats = self.task.featurize(examples, tokenizer, max_seq_length, train=train)
@@ -144,8 +153,8 @@ class DistillTask:
         out.loss = alpha * soft + (1 - alpha) * out.loss if out.loss is not None else soft
         return out
 
-    def config_entries(self) -> dict[str, Any]:
-        entries = self.task.config_entries()
+    def config_entries(self, metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        entries = self.task.config_entries(metrics)
         entries["bertkit_distill"] = {"teacher": self.cfg.teacher, "student": self.cfg.student,
                                       "student_layers": self.cfg.student_layers,
                                       "temperature": self.cfg.temperature, "alpha": self.cfg.alpha,
