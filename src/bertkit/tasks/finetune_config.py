@@ -19,6 +19,9 @@ class FinetuneConfig:
 
     lr: float = option(2e-5, "peak learning rate", ge=0)
     batch: int = option(32, "training batch size", ge=1, flag="--batch-size")
+    grad_accum: int = option(1, "micro-batches per update (gradient accumulation): --batch-size "
+                                "is the global batch, each torchrun process takes "
+                                "batch / (processes x accum) examples at a time", ge=1)
     epochs: int = option(3, "epochs", ge=1)
     seed: int = option(42, "random seed", ge=0)
     grid: dict[str, Sequence] | None = None
