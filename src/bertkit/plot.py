@@ -3,6 +3,8 @@
 Contract: ``plot_run(run_dir_or_log, out=None) -> Path`` draws one panel per group that the
 log has data for - losses (train and eval), accuracies (train and eval), learning rate,
 tokens/s - against the step and writes ``RUN_DIR/curves.png`` (or ``out``).
+``plot_runs(runs, out, metrics=None) -> Path`` compares runs: one panel per metric (every
+loss and accuracy any of the runs logged, or ``metrics``), one line per run.
 """
 
 from __future__ import annotations
@@ -21,21 +23,43 @@ PANELS = {
 }
 
 
-def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
-    run = Path(run)
+def _records(run: Path) -> tuple[Path, list[dict]]:
     log = run if run.is_file() else run / "log.jsonl"
     if not log.is_file():
         raise FileNotFoundError(f"{log}: no such log (is {run} a run directory?)")
-    records = [r for r in read_log(log) if "step" in r]
-    panels = {title: [k for k in keys if any(k in r for r in records)] for title, keys in PANELS.items()}
-    panels = {title: keys for title, keys in panels.items() if keys}
-    if not panels:
-        raise BertkitError(f"{log}: no metrics to plot yet")
+    return log, [r for r in read_log(log) if "step" in r]
+
+
+def _run_name(run: Path) -> str:
+    return run.name if run.is_dir() else run.parent.name
+
+
+def _save(fig, out: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return out
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
+    run = Path(run)
+    log, records = _records(run)
+    panels = {title: [k for k in keys if any(k in r for r in records)] for title, keys in PANELS.items()}
+    panels = {title: keys for title, keys in panels.items() if keys}
+    if not panels:
+        raise BertkitError(f"{log}: no metrics to plot yet")
+    plt = _pyplot()
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
     for ax, (title, keys) in zip(axes[:, 0], panels.items()):
         for key in keys:
@@ -45,10 +69,34 @@ def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     axes[-1, 0].set_xlabel("step")
-    fig.suptitle(run.name if run.is_dir() else run.parent.name)
+    fig.suptitle(_run_name(run))
     fig.tight_layout()
-    out = Path(out) if out else log.parent / "curves.png"
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return out
+    return _save(fig, Path(out) if out else log.parent / "curves.png")
+
+
+def plot_runs(runs: list[str | Path], out: str | Path, metrics: list[str] | None = None) -> Path:
+    logs = {_run_name(Path(r)): _records(Path(r))[1] for r in runs}
+    if len(logs) < len(runs):
+        raise BertkitError("two runs have the same directory name: their lines would not be told apart")
+    known = [k for group in ("loss", "accuracy") for k in PANELS[group]]
+    wanted = metrics or known
+    keys = [k for k in wanted if any(k in r for records in logs.values() for r in records)]
+    if not keys:
+        raise BertkitError(f"none of the runs logged {', '.join(wanted)}")
+    plt = _pyplot()
+    columns = 2 if len(keys) > 1 else 1
+    rows = -(-len(keys) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 2.6 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        for name, records in logs.items():
+            points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+            if points:
+                ax.plot(*zip(*points), label=name, marker="." if len(points) < 30 else None)
+        ax.set_title(key, fontsize="medium")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(keys):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return _save(fig, Path(out))

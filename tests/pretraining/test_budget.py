@@ -18,7 +18,7 @@ from bertkit.pretraining.train_config import PretrainConfig
 from bertkit.runlog import read_log
 from bertkit.training import CheckpointManager
 
-from .train_helpers import make_data, settings, weights
+from .train_helpers import settings, weights
 
 
 class FakeClock:
@@ -87,19 +87,6 @@ def test_measure_step_seconds_drops_the_first_step():
 
 
 # ------------------------------------------------------------------ runs
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return make_data(tmp_path_factory.mktemp("budget"))
-
-
 @pytest.fixture
 def clock(monkeypatch):
     clock = FakeClock()

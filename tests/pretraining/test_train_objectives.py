@@ -9,20 +9,7 @@ from bertkit.pretraining.objectives import ltr_labels, prepare_batch
 from bertkit.pretraining.train import pretrain
 from bertkit.runlog import read_log
 
-from .train_helpers import losses, make_data, settings, weights
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return make_data(tmp_path_factory.mktemp("pt"))
+from .train_helpers import losses, settings, weights
 
 
 def test_ltr_labels_are_next_tokens_of_the_original():
@@ -91,6 +78,18 @@ def test_cli_run_and_plot(files, tmp_path, capsys):
     assert main(["plot", str(run)]) == 0
     png = (run / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
+    # comparing runs: one panel per metric, one line per run
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "log.jsonl").write_text((run / "log.jsonl").read_text())
+    assert main(["plot", str(run), str(other)]) == 1
+    assert "--out" in capsys.readouterr().err
+    assert main(["plot", str(run), str(other), "--out", str(tmp_path / "both.png"),
+                 "--metrics", "loss,eval_mlm_acc"]) == 0
+    assert (tmp_path / "both.png").read_bytes().startswith(b"\x89PNG")
+    assert main(["plot", str(run), str(other), "--out", str(tmp_path / "x.png"),
+                 "--metrics", "nothing"]) == 1
+    assert "none of the runs logged nothing" in capsys.readouterr().err
 
 
 def test_cli_errors_are_clear(files, tmp_path, capsys):

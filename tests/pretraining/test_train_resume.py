@@ -14,26 +14,16 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.pretraining.train import pretrain
 from bertkit.training import CheckpointManager
 
-from .train_helpers import losses, make_data, settings, weights
+from .train_helpers import losses, settings, weights
 
 # dropout on and dynamic masks across an epoch boundary (~30 instances / 4 per batch):
 # RNG states and the data position both have to come back for the weights to match.
 RUN = dict(steps=10, dynamic_masking=True, eval_every=4, eval_batches=2)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    files = make_data(tmp_path_factory.mktemp("pt"))
-    files["eval"] = files["data"]
-    return files
+def files(pt_files):
+    return {**pt_files, "eval": pt_files["data"]}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bertkit.errors import BertkitError
 from bertkit.options import add_options
 from bertkit.pretraining.train_config import PretrainConfig
 
@@ -22,9 +23,16 @@ def register(subparsers) -> None:
     add_options(p, PretrainConfig, suppress_defaults=True)
     p.set_defaults(func=run_pretrain)
 
-    q = subparsers.add_parser("plot", help="plot loss, accuracy and learning-rate curves of a run")
-    q.add_argument("run_dir", help="run directory (or its log.jsonl)")
-    q.add_argument("--out", default=None, help="PNG file (default: RUN_DIR/curves.png)")
+    q = subparsers.add_parser(
+        "plot", help="plot loss, accuracy and learning-rate curves of a run, or compare runs",
+        description="One run: its curves in RUN_DIR/curves.png. Several runs: one panel per "
+                    "metric, one line per run (--out required).")
+    q.add_argument("run_dir", nargs="+", help="run directory (or its log.jsonl); several to compare")
+    q.add_argument("--out", default=None,
+                   help="PNG file (default: RUN_DIR/curves.png; required with several runs)")
+    q.add_argument("--metrics", default=None, metavar="A,B,...",
+                   help="with several runs: the logged metrics to draw, e.g. loss,eval_mlm_acc "
+                        "(default: every loss and accuracy logged)")
     q.set_defaults(func=run_plot)
 
 
@@ -53,7 +61,13 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from bertkit.plot import plot_run
+    from bertkit.plot import plot_run, plot_runs
 
-    print(plot_run(args.run_dir, args.out))
+    if len(args.run_dir) == 1 and args.metrics is None:
+        print(plot_run(args.run_dir[0], args.out))
+        return 0
+    if not args.out:
+        raise BertkitError("plot: --out PNG is required when comparing runs")
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    print(plot_runs(args.run_dir, args.out, metrics))
     return 0

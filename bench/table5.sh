@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The paper's Table 5 on the shared corpus, at one equal time budget per model:
+# mlm+nsp (BERT), mlm (No NSP), ltr (LTR & No NSP), and no pre-training, each fine-tuned
+# with `bertkit downstream`; the real BERT-Tiny checkpoint as a reference row.
+#
+#   bash bench/table5.sh [OUT] [BUDGET] [SIZE]        # defaults: runs/table5 1h mini
+#
+# Every stage resumes: re-run the same line after an interruption (pretrain --resume,
+# downstream skips finished runs). Needs ../shared/data. Runs one stage at a time: on a
+# 2-core machine, 4 x BUDGET for pre-training plus the fine-tuning grid (hours).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/table5}
+BUDGET=${2:-1h}
+SIZE=${3:-mini}
+DATA=../shared/data
+BERTKIT=${BERTKIT:-.venv/bin/bertkit}
+VOCAB=$DATA/vocab/bert-base-uncased-vocab.txt
+mkdir -p "$OUT/corpus"
+
+# 1. held-out documents: every 50th document of each corpus file is never trained on
+if [ ! -f "$OUT/corpus/eval.txt" ]; then
+  for f in kjv python-docs linux-docs; do
+    awk -v RS= -v ORS='\n\n' 'NR % 50 != 0' "$DATA/corpus/$f.txt" > "$OUT/corpus/train-$f.txt"
+    awk -v RS= -v ORS='\n\n' 'NR % 50 == 0' "$DATA/corpus/$f.txt" > "$OUT/corpus/eval-$f.part"
+  done
+  cat "$OUT"/corpus/eval-*.part > "$OUT/corpus/eval.txt"
+  rm "$OUT"/corpus/eval-*.part
+fi
+
+# 2. pre-training data: documents shuffled across the three files (the default), masks drawn
+#    at load time
+[ -f "$OUT/data-train/meta.json" ] || $BERTKIT pretrain-data --input "$OUT"/corpus/train-*.txt \
+  --vocab "$VOCAB" --output "$OUT/data-train" --dupe-factor 5 --dynamic-masking --workers 2
+[ -f "$OUT/data-eval/meta.json" ] || $BERTKIT pretrain-data --input "$OUT/corpus/eval.txt" \
+  --vocab "$VOCAB" --output "$OUT/data-eval" --dupe-factor 1 --dynamic-masking --seed 7
+
+# 3. pre-training, one budget each (the recipe: bf16 where native, dropout off, 6% warm-up)
+for objective in mlm+nsp mlm ltr; do
+  run="$OUT/pt-${objective/+/_}"
+  [ -f "$run/model/config.json" ] && continue
+  $BERTKIT pretrain --data "$OUT/data-train" --eval-data "$OUT/data-eval" --vocab "$VOCAB" \
+    --out "$run" --model-size "$SIZE" --objective "$objective" --budget "$BUDGET" \
+    --batch-size 32 --lr 5e-4 --warmup-fraction 0.06 --dropout 0 --log-every 50 \
+    --eval-every 500 --eval-batches 38 --save-every 200 --resume
+done
+$BERTKIT plot "$OUT"/pt-* --out "$OUT/pretraining.png" \
+  --metrics loss,mlm_acc,eval_mlm_acc,nsp_acc,eval_nsp_acc
+
+# 4. downstream: the same small grid for every row
+GRID=(--tasks sst2,mrpc,stsb,rte,cola --data "$DATA/glue" --lrs 3e-4,1e-4,5e-5 --seeds 1,2,3
+      --epochs 3 --max-train-examples 8000 --precision bf16)
+for objective in mlm+nsp mlm ltr; do
+  run="$OUT/pt-${objective/+/_}"
+  $BERTKIT downstream "$run/model" --out "$run/glue" "${GRID[@]}"
+done
+$BERTKIT downstream "$OUT/pt-mlm_nsp/model" --random-init --out "$OUT/random-init/glue" "${GRID[@]}"
+$BERTKIT downstream "$DATA/models/bert-tiny-splade" --out "$OUT/bert-tiny/glue" "${GRID[@]}"
