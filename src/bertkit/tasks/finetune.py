@@ -300,11 +300,15 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
     device = ctx.device
     precision = resolve_precision(cfg.precision, device)
     seed_everything(hyper.seed)
-    dropout = {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
-    model = task.build_model(model_dir, config_overrides=dropout).to(device)
+    overrides = {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
+    if cfg.attention_impl is not None:
+        overrides["attention_impl"] = cfg.attention_impl
+    model = task.build_model(model_dir, config_overrides=overrides).to(device)
     if ctx.distributed:
         torch.manual_seed(hyper.seed + 7919 * ctx.rank)  # same weights, dropout differs by rank
     train_model = _wrap_ddp(model, ctx)
+    if cfg.compile:  # batch shapes vary (length buckets): one graph with symbolic sizes
+        train_model = torch.compile(train_model, dynamic=True)
     steps_per_epoch = math.ceil(len(train) / hyper.batch)
     total = steps_per_epoch * hyper.epochs
     # torch's fused AdamW is ~10x slower than foreach on the CPU: fused only on a GPU

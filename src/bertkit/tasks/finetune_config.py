@@ -40,4 +40,8 @@ class FinetuneConfig:
                          choices=("best", "last"))
     max_train_examples: int | None = option(None, "train on a fixed random sample of N examples",
                                             ge=1, metavar="N")
+    attention_impl: str | None = option(None, "padded, or unpadded: compute on the real tokens "
+                                              "only (default: the model's, else padded)",
+                                        choices=("padded", "unpadded"))
+    compile: bool = option(False, "torch.compile the model for training (dynamic shapes)")
     bucket: int = option(50, "batches sorted by length together (training)", ge=1)
