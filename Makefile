@@ -1,10 +1,10 @@
-# The README's two commands: `make demo` and `make test`. Each creates .venv on first use.
+# The README's commands: `make demo`, `make test` and `make install`. Each creates .venv on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test install lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
+
+install: $(STAMP)
+	@echo "bertkit is installed in $(VENV): run 'source $(BIN)/activate' (then 'bertkit --help'), or call $(BIN)/bertkit"
 
 demo: $(STAMP)
 	$(BIN)/bertkit demo

@@ -145,10 +145,9 @@ def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{directory / SAFETENSORS_FILE}: unreadable ({e})") from None
     if (directory / TORCH_FILE).is_file():
-        try:
-            state = torch.load(directory / TORCH_FILE, map_location="cpu", weights_only=True)
-        except Exception as e:  # pickle and zip errors have no common base
-            raise CheckpointError(f"{directory / TORCH_FILE}: unreadable ({e})") from None
+        from bertkit.fileio import safe_torch_load
+
+        state = safe_torch_load(directory / TORCH_FILE, "weights file")
         if not isinstance(state, dict):
             raise CheckpointError(f"{directory / TORCH_FILE}: does not hold a state dict")
         return state
@@ -216,6 +215,11 @@ def load_hf_weights(model: BertPreTrainedModel, checkpoint: dict[str, torch.Tens
                 f"{source}: tensor {name} has shape {tuple(tensor.shape)}, "
                 f"the model expects {tuple(expected[name].shape)}"
             )
+    bad = [name for name, tensor in checkpoint.items()
+           if name in expected and tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        raise CheckpointError(f"{source}: {len(bad)} tensor(s) hold NaN or infinite values (e.g. "
+                              f"{bad[0]}): the weights are broken (a diverged run?)")
     missing = sorted(set(expected) - set(checkpoint))
     unexpected = sorted(set(checkpoint) - set(expected))
     if not set(expected) & set(checkpoint):
@@ -280,8 +284,16 @@ def save_pretrained(
     if tokenizer is not None:
         check_vocabulary(tokenizer, model.config.vocab_size, directory)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in to_hf_state_dict(model).items()}
-    with atomic_path(directory / SAFETENSORS_FILE) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "pt"})
+    from bertkit.fileio import is_disk_full
+
+    try:
+        with atomic_path(directory / SAFETENSORS_FILE) as tmp:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        raise CheckpointError(f"{directory / SAFETENSORS_FILE}: no space left on device (the disk "
+                              "is full) while writing the model; nothing was replaced") from None
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
     with atomic_write(directory / CONFIG_FILE) as f:

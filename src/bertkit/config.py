@@ -36,6 +36,11 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 
 
+_INT_MINIMUM = {"vocab_size": 1, "hidden_size": 1, "num_hidden_layers": 0,
+                "num_attention_heads": 1, "intermediate_size": 1, "max_position_embeddings": 1,
+                "type_vocab_size": 0}
+
+
 @dataclass
 class BertConfig:
     """Shape and regularisation of a BERT network (defaults: BERT-Base, uncased vocabulary)."""
@@ -58,6 +63,7 @@ class BertConfig:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self._check_values()
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not a multiple of "
@@ -68,6 +74,25 @@ class BertConfig:
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, "
                              f"got {self.attention_impl!r}")
+
+    def _check_values(self) -> None:
+        """Types and ranges of the shape and dropout fields: a wrong value is named here, not
+        found later as a 0-layer model or a cryptic message from deep inside torch."""
+        for name, low in _INT_MINIMUM.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+            if value < low:
+                raise ValueError(f"{name} must be at least {low}, got {value}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+                raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        from bertkit.model.encoder import ACTIVATIONS
+
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"unsupported hidden_act {self.hidden_act!r}; choose from "
+                             f"{', '.join(ACTIVATIONS)}")
 
     @property
     def head_size(self) -> int:

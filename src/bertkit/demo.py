@@ -101,7 +101,7 @@ def run_demo(out_dir: str | Path = "demo_out", vocab_size: int = 8000, steps: in
     task = get_task("text-classification")
     _, best = finetune(task, model_dir, task_dir, out / "finetuned",
                        FinetuneConfig(lr=1e-3, batch=32, epochs=finetune_epochs, max_seq_length=64,
-                                      log_every=50))
+                                      log_every=50, overwrite=True))
     metrics = {k: round(v, 4) for k, v in best.metrics.items() if isinstance(v, float)}
     print(f"\nfine-tuned dev metrics: {metrics} (majority class: {majority:.3f})")
     print(f"fine-tuned model -> {out / 'finetuned'}")

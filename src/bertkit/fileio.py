@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bertkit.errors import DataFormatError
+from bertkit.errors import BertkitError, DataFormatError
+
+
+def default_file_mode() -> int:
+    """The mode ``open()`` would give a new file (0o666 less the umask, usually 0o644).
+
+    ``tempfile.mkstemp`` creates files readable by their owner only; the files bertkit writes
+    (models, data, results) are meant to be shared like any other output."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 @contextlib.contextmanager
@@ -21,10 +32,20 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        os.fchmod(fd, default_file_mode())
+        try:
+            with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            if e.errno is None and not is_disk_full(e):
+                raise
+            # name the file (numpy's "N requested and M written" has no errno: a full disk)
+            raise OSError(e.errno or errno.ENOSPC, e.strerror or "No space left on device",
+                          str(path)) from None
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -47,6 +68,7 @@ class _AtomicPath:
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.fchmod(fd, default_file_mode())
         os.close(fd)
         self.tmp = Path(tmp)
         return self.tmp
@@ -60,6 +82,80 @@ class _AtomicPath:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.tmp)
         return False
+
+
+def check_writable(path: str | Path, what: str = "output", directory: bool = False) -> Path:
+    """Make sure ``path`` (a file, or a directory when ``directory``) could be written, before
+    any work is done; raise :class:`BertkitError` naming ``path`` otherwise. Creates nothing:
+    the nearest existing ancestor must be a writable directory."""
+    path = Path(path)
+    if not directory and path.is_dir():
+        raise BertkitError(f"{path}: the {what} is a directory; give a file name")
+    if directory and path.exists() and not path.is_dir():
+        raise BertkitError(f"{path}: the {what} directory is a file")
+    folder = path if directory else path.parent
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise BertkitError(f"{path}: cannot create the {what}: {ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise BertkitError(f"{path}: cannot write the {what}: {ancestor} is not writable")
+    return path
+
+
+def remove_temp_files(directory: str | Path) -> list[Path]:
+    """Remove the dot-temp files (``.NAME.XXXX.tmp``) that :func:`atomic_write` and
+    :func:`atomic_path` leave behind when the process is killed mid-write; return them."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = [p for p in directory.glob(".*.tmp") if p.is_file()]
+    for path in removed:
+        path.unlink(missing_ok=True)
+    return removed
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """Whether ``e`` is (or wraps) a full disk: ENOSPC/EDQUOT, or the texts torch's zip writer
+    (``unexpected pos``), safetensors and numpy (``N requested and M written``) give."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(e)
+    return ("No space left on device" in text or "Disk quota exceeded" in text
+            or ("unexpected pos" in text and "inline_container" in text)
+            or ("requested and" in text and "written" in text))
+
+
+def safe_torch_load(path: str | Path, what: str = "file"):
+    """``torch.load(path, weights_only=True)`` on the CPU, with errors a user can act on.
+
+    A pickle holding anything but tensors and plain values is refused (its code never runs)
+    with :class:`CheckpointError` saying so and how to convert a trusted file to safetensors;
+    any other failure names the file."""
+    import pickle
+    import warnings
+
+    import torch
+
+    from bertkit.errors import CheckpointError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's own advice (weights_only=False) is not ours
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # pickle and zip errors have no common base
+        text = str(e)
+        if isinstance(e, pickle.UnpicklingError) or "Weights only load failed" in text:
+            raise CheckpointError(
+                f"{path}: not loaded, for safety: this {what} holds Python objects other than "
+                "tensors, which could run code when loaded. If you trust its source, convert it "
+                "once to safetensors in Python: state = torch.load(PATH, weights_only=False); "
+                "safetensors.torch.save_file(state, 'model.safetensors')") from None
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        raise CheckpointError(f"{path}: unreadable {what} ({first})") from None
 
 
 def read_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
@@ -82,4 +178,5 @@ def decode_line(raw: bytes, path: str | Path, number: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", number) from None
+        raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start + 1} "
+                                          "of the line)", number) from None

@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.checkpoint import check_vocabulary, load_pretrained, load_tokenizer
+from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.inference_tasks import TaskInference
 from bertkit.model import BertModel, BertPreTrainedModel
+from bertkit.precision import autocast, check_precision, load_model, prepare
 from bertkit.training.distributed import pick_device
 from bertkit.training.sampler import length_batches
 
@@ -44,8 +46,11 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return DTYPES[dtype]
 
 
-class BertInference:
-    """A loaded model + tokenizer, on a device and in a dtype, in eval mode."""
+class BertInference(TaskInference):
+    """A loaded model + tokenizer, on a device, in a dtype and a precision (fp32, bf16
+    autocast, int8: :mod:`bertkit.precision`), in eval mode. Task predictions on raw text
+    (``predict``, the server's plans) come from :class:`~bertkit.inference_tasks.TaskInference`.
+    """
 
     def __init__(
         self,
@@ -54,13 +59,17 @@ class BertInference:
         device: str | torch.device = "cpu",
         dtype: str | torch.dtype = "float32",
         source: str = "model",
+        precision: str = "fp32",
     ):
         check_vocabulary(tokenizer, model.config.vocab_size, source)
         self.device = pick_device(device)
-        self.model = model.to(device=self.device, dtype=resolve_dtype(dtype)).eval()
+        self.precision = check_precision(precision)
+        self.model = prepare(model.to(device=self.device, dtype=resolve_dtype(dtype)).eval(), precision)
         self.tokenizer = tokenizer
         self.source = source
         self.max_positions = model.config.max_position_embeddings
+        saved = (model.config.extra.get("bertkit_finetune") or {}).get("max_seq_length")
+        self.max_length = min(int(saved or self.max_positions), self.max_positions)
 
     @property
     def encoder(self) -> BertModel:
@@ -89,12 +98,14 @@ class BertInference:
             )
         return encodings
 
-    def _batches(self, encodings, batch_size: int, progress: bool, desc: str) -> Iterator:
+    def _batches(self, encodings, batch_size: int, progress: bool | None, desc: str) -> Iterator:
         """``(indices, input_ids, token_type_ids, attention_mask)`` per length-sorted batch."""
         from tqdm.auto import tqdm
 
         groups = length_batches([len(e.input_ids) for e in encodings], batch_size, longest_first=True)
-        for indices in tqdm(groups, desc=desc, unit="batch", disable=not progress):
+        from bertkit.runlog import bar_disabled
+
+        for indices in tqdm(groups, desc=desc, unit="batch", disable=bar_disabled(progress)):
             width = max(len(encodings[i].input_ids) for i in indices)
             ids = torch.zeros(len(indices), width, dtype=torch.long)
             types = torch.zeros_like(ids)
@@ -136,7 +147,7 @@ class BertInference:
             if mask_id not in enc.input_ids:
                 raise BertkitError(f"input {i + 1} has no [MASK] token (after truncation): {texts[i]!r}")
         results: list[Any] = [None] * len(texts)
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.precision, self.device):
             for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "fill-mask"):
                 hidden = self.encoder(ids, types, mask).last_hidden_state
                 where = ids == mask_id
@@ -191,7 +202,7 @@ class BertInference:
             pairs = [pairs]
         encodings = self.encode(texts, pairs, max_length=max_length, on_overflow=on_overflow)
         results: list[Any] = [None] * len(texts)
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.precision, self.device):
             for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "embed"):
                 out = self.encoder(ids, types, mask, output_hidden_states=layers != [-1])
                 states = [out.last_hidden_state] if layers == [-1] else [out.hidden_states[k] for k in layers]
@@ -228,8 +239,16 @@ def load(
     device: str = "cpu",
     dtype: str = "float32",
     model_class: type[BertPreTrainedModel] | None = None,
+    precision: str = "fp32",
 ) -> BertInference:
-    """Load a model directory (bertkit or Hugging Face BERT) ready for fill-mask / embed."""
-    model = load_pretrained(model_dir, model_class)
+    """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
+    :func:`bertkit.precision.save_int8`) ready for fill-mask / embed / predict at
+    ``precision`` (``fp32``, ``bf16`` or ``int8``)."""
+    from bertkit.precision import is_int8_dir
+
+    if is_int8_dir(model_dir) and precision == "fp32":
+        precision = "int8"  # the float weights are gone; load_model refuses bf16
+    model = load_model(model_dir, model_class, precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase)
-    return BertInference(model, tokenizer, device=device, dtype=dtype, source=str(model_dir))
+    return BertInference(model, tokenizer, device=device, dtype=dtype, source=str(model_dir),
+                         precision=precision)

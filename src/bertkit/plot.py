@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_path
+from bertkit.fileio import atomic_path, check_writable
 from bertkit.runlog import read_log
 
 PANELS = {
@@ -37,6 +37,7 @@ def _run_name(run: Path) -> str:
 def _save(fig, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
+    check_writable(out, "plot")
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
@@ -98,5 +99,22 @@ def plot_runs(runs: list[str | Path], out: str | Path, metrics: list[str] | None
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(keys):]:
         ax.set_visible(False)
+    fig.tight_layout()
+    return _save(fig, Path(out))
+
+
+def plot_attention(tokens: list[str], matrix, out: str | Path, title: str = "") -> Path:
+    """One head's attention (rows: queries, columns: keys, both ``tokens``) as a PNG heat map."""
+    plt = _pyplot()
+    size = min(14.0, 2.5 + 0.32 * len(tokens))
+    fig, ax = plt.subplots(figsize=(size, size))
+    image = ax.imshow(matrix, cmap="Blues", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(tokens)), tokens, fontsize=8)
+    ax.set_xlabel("attended to (key)")
+    ax.set_ylabel("attending (query)")
+    if title:
+        ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     return _save(fig, Path(out))

@@ -70,3 +70,25 @@ def test_conll_eval_report_and_json(tmp_path, capsys):
     assert out.splitlines()[2] == "              LOC: precision:   0.00%; recall:   0.00%; FB1:   0.00  1"
     code, out, _ = _run(capsys, "conll-eval", str(path), "--json")
     assert json.loads(out)["f1"] == pytest.approx(2 / 3)
+
+
+def test_squad_eval_names_the_wrong_field_and_the_wrong_file(tmp_path, capsys):
+    import json
+
+    from bertkit.cli.main import main
+
+    good_qa = {"id": "q1", "question": "?", "answers": [{"text": "a", "answer_start": 0}]}
+    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": "a b", "qas": [good_qa, {"id": "q2", "question": "?", "answers": "a"}]}]}]}
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    (tmp_path / "p.json").write_text(json.dumps({"q1": "a", "q2": "b"}))
+    assert main(["squad-eval", str(tmp_path / "d.json"), str(tmp_path / "p.json")]) == 1
+    err = capsys.readouterr().err
+    assert "d.json: " in err and "answers" in err and "Traceback" not in err
+    data["data"][0]["paragraphs"][0]["qas"] = [good_qa]
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    (tmp_path / "na.json").write_text(json.dumps({"q1": "high"}))
+    assert main(["squad-eval", str(tmp_path / "d.json"), str(tmp_path / "p.json"),
+                 "--na-prob", str(tmp_path / "na.json")]) == 1
+    err = capsys.readouterr().err
+    assert "na.json: the no-answer probability for q1 is not a number" in err

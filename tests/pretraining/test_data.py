@@ -235,3 +235,26 @@ def test_shards_and_collate(corpus):
     meta = data.meta
     assert meta["vocab_size"] == len(corpus["vocab"]) and len(meta["vocab_sha256"]) == 64
     assert meta["input_ids_dtype"] == "uint16" and meta["max_seq_length"] == T
+
+
+def _die_on_second_chunk(chunk, job):
+    """A worker that is killed outright (as the OOM killer would) on chunk 1."""
+    import os
+    import signal
+
+    from bertkit.pretraining import create
+
+    if chunk.index == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return create._ORIGINAL_PROCESS_CHUNK(chunk, job)
+
+
+def test_a_killed_worker_stops_the_run_with_a_clear_error(corpus, monkeypatch):
+    from bertkit.errors import BertkitError
+    from bertkit.pretraining import create
+
+    monkeypatch.setattr(create, "_ORIGINAL_PROCESS_CHUNK", create.process_chunk, raising=False)
+    monkeypatch.setattr(create, "process_chunk", _die_on_second_chunk)
+    with pytest.raises(BertkitError, match="worker process died"):
+        build(corpus["root"], "killed", dupe_factor=2, seed=7, workers=2, shard_size=300)
+    assert not (corpus["root"] / "killed" / "meta.json").exists()

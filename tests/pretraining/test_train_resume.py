@@ -86,8 +86,11 @@ def test_kill_9_between_checkpoints_then_resume_is_exact(files, reference, tmp_p
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert CheckpointManager(tmp_path / "checkpoints").latest().name == "step-00000003.pt"
     assert max(r["step"] for r in losses(tmp_path)) == 4  # logged past the checkpoint
+    orphan = tmp_path / "checkpoints" / ".step-00000006.pt.k1ll3d.tmp"  # killed mid-write
+    orphan.write_bytes(b"partial")
     pretrain(dataclasses.replace(config, resume=True))
     _assert_same_run(tmp_path, reference)
+    assert not orphan.exists()
 
 
 def test_resume_with_another_model_shape_is_refused(files, reference, tmp_path):

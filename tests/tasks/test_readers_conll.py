@@ -72,3 +72,12 @@ def test_undecodable_bytes_name_the_line(tmp_path):
     path = _write(tmp_path, b"a DT O\n\nb\xe9 NN O\n")
     with pytest.raises(DataFormatError, match=r"data.txt:3: not valid UTF-8"):
         read_conll(path)
+
+
+def test_an_unknown_entity_type_is_named_with_its_line(tmp_path):
+    from bertkit.errors import DataFormatError
+    from bertkit.tasks import get_task
+
+    (tmp_path / "train.txt").write_text("EU B-ORG\nrejects O\n\nPeter I-PER\nin O\nFooland I-FOO\n")
+    with pytest.raises(DataFormatError, match=r"train.txt:6: unknown entity type 'FOO'"):
+        get_task("conll2003").read(tmp_path, "train")

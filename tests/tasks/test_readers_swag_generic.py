@@ -87,3 +87,13 @@ def test_generic_token_classification(tmp_path):
         read_token_classification(mismatch)
     with pytest.raises(DataFormatError, match=r"t.jsonl:1: unknown tag 'I-ORG'"):
         read_token_classification(jsonl, labels=["O", "B-ORG"])
+
+
+def test_an_empty_label_is_an_error_not_a_class(tmp_path):
+    from bertkit.errors import DataFormatError
+    from bertkit.tasks.formats.generic import read_text_classification
+
+    path = tmp_path / "train.tsv"
+    path.write_text("text\tlabel\na good day\tpos\na bad day\t\nfine\tneg\n")
+    with pytest.raises(DataFormatError, match=r"train.tsv:3: empty label"):
+        read_text_classification(path)

@@ -55,7 +55,7 @@ def _mapping(path, value, what: str) -> dict:
 
 def run_squad_eval(args: argparse.Namespace) -> int:
     """Handler of ``squad-eval``: official JSON to stdout (indent 2) or to ``--out-file``."""
-    from bertkit.fileio import atomic_write
+    from bertkit.fileio import atomic_write, check_writable
     from bertkit.metrics.squad import (
         check_dataset,
         missing_predictions,
@@ -63,6 +63,9 @@ def run_squad_eval(args: argparse.Namespace) -> int:
         squad_rules,
     )
     from bertkit.tasks.formats.base import read_json
+
+    if args.out_file:
+        check_writable(args.out_file, "--out-file")
 
     dataset = _mapping(args.data_file, read_json(args.data_file), "a SQuAD dataset")
     try:

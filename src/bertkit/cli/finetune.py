@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
 import warnings
 
-from bertkit.cli.parsing import accept_negative_lists
+from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.tasks.finetune_config import FinetuneConfig
@@ -43,7 +44,7 @@ def _task_help() -> str:
     return "task: " + ", ".join(TASKS)
 
 
-def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
+def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool = False) -> None:
     parser.add_argument("task", metavar="TASK", help=_task_help())
     parser.add_argument("--model", required=True, metavar="DIR",
                         help="model directory (bertkit or Hugging Face BERT)")
@@ -58,11 +59,17 @@ def _common(parser: argparse.ArgumentParser, data: bool = True) -> None:
     parser.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
                         help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
                              "model's); longer inputs are truncated with a warning")
-    add_options(parser, FinetuneConfig, only=("device", "precision"))
+    if inference:  # evaluate / predict also run INT8 (bertkit.precision), training does not
+        add_options(parser, FinetuneConfig, only=("device",))
+        choices = next(f for f in dataclasses.fields(FinetuneConfig) if f.name == "precision").metadata["choices"]
+        parser.add_argument("--precision", default="auto", choices=[*choices, "int8"],
+                            help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU); "
+                                 "int8: dynamic quantisation on the CPU (default auto)")
+    else:
+        add_options(parser, FinetuneConfig, only=("device", "precision"))
     parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
                         help="CPU threads for torch (default: torch's)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                        help="no progress bars (default: bars on a terminal)")
+    add_progress_flag(parser)
     parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
                         help="task option (value parsed as JSON when it can be), repeatable")
     group = parser.add_argument_group("generic tasks (text-classification, regression, ...)")
@@ -96,7 +103,7 @@ def register(subparsers) -> None:
     ev = subparsers.add_parser("evaluate", help="score a fine-tuned model on a task's dev data",
                                description="Evaluate a fine-tuned model on the task's evaluation "
                                            "split(s) and print the metrics (main metric first).")
-    _common(ev)
+    _common(ev, inference=True)
     ev.add_argument("--split", action="append", default=None,
                     help="split(s) to score (default: the task's dev split(s))")
     ev.add_argument("--batch-size", type=bounded(int, ge=1), default=64, help="evaluation batch size")
@@ -108,7 +115,7 @@ def register(subparsers) -> None:
                                description="Read FILE.jsonl (one input per line, fields as the task's "
                                            "data: e.g. sentence / sentence1+sentence2 / text+text_pair), "
                                            "write each record with its prediction fields added.")
-    _common(pr, data=False)
+    _common(pr, data=False, inference=True)
     pr.add_argument("--input", required=True, metavar="FILE.jsonl", help="inputs, one JSON object a line")
     pr.add_argument("--output", required=True, metavar="FILE.jsonl", help="where to write the predictions")
     pr.add_argument("--batch-size", type=bounded(int, ge=1), default=64, help="batch size")
@@ -175,6 +182,18 @@ def _setup(args, for_training: bool):
     return task, tokenizer, entry
 
 
+def _train_max_len(args, task) -> int:
+    """``--max-seq-length``, else the task's default capped at the model's positions (a
+    small model with 64 positions trains at 64 without a word; an explicit larger value is
+    refused by ``finetune``)."""
+    length = _max_len(args, {}, task)
+    if args.max_seq_length is None:
+        from bertkit.checkpoint import load_config
+
+        length = min(length, load_config(args.model).max_position_embeddings)
+    return length
+
+
 def _max_len(args, entry: dict, task=None) -> int:
     """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD 384)."""
     default = getattr(task, "default_max_seq_length", 128)
@@ -191,7 +210,7 @@ def run_finetune(args) -> int:
         cfg = FinetuneConfig(**{
             **options_from_args(FinetuneConfig, args),  # every flag FinetuneConfig declares
             "grid": parse_grid(args.grid) if args.grid is not None else None,
-            "max_seq_length": _max_len(args, {}, task)})
+            "max_seq_length": _train_max_len(args, task)})
         runs, best = finetune(task, args.model, args.data, args.out, cfg, tokenizer=tokenizer)
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints the table
         return 0
@@ -203,6 +222,10 @@ def run_finetune(args) -> int:
 
 
 def _load_model(task, args):
+    from bertkit.precision import is_int8_dir, load_model
+
+    if is_int8_dir(args.model):  # written by `bertkit quantize`: no float weights to build from
+        return load_model(args.model, precision="int8")
     model = task.build_model(args.model)
     fresh = [n for n in getattr(task, "load_notes", []) if "freshly initialised" in n]
     if fresh:
@@ -221,10 +244,24 @@ def _device(args):
 def _setup_trained(args):
     """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
     from bertkit.checkpoint import check_vocabulary
+    from bertkit.tasks.run_dir import unfinished_note
 
     task, tokenizer, entry = _setup(args, for_training=False)
+    note = unfinished_note(args.model)
+    if note:
+        print(f"bertkit: warning: {note}", file=sys.stderr)
+    trained_on = entry.get("task")
+    if trained_on and trained_on != task.name:
+        print(f"bertkit: warning: {args.model} was fine-tuned on {trained_on}, not {task.name}; "
+              "its labels fit, so it is scored anyway, but the figures measure a model of "
+              "another task", file=sys.stderr)
     model = _load_model(task, args)
     check_vocabulary(tokenizer, model.config.vocab_size, args.model)
+    if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
+        from bertkit.precision import prepare
+
+        args.precision = "fp32"  # the quantised layers run in fp32 activations
+        model = prepare(model, "int8")
     device, precision = _device(args)
     return task, tokenizer, entry, model.to(device), device, precision
 
@@ -233,8 +270,13 @@ def run_evaluate(args) -> int:
     """Handler of ``evaluate``: ``split key=value ...`` lines, then the JSON."""
     from pathlib import Path
 
+    from bertkit.fileio import check_writable
     from bertkit.tasks.finetune import evaluate_sets, load_eval_sets, write_predictions
 
+    if args.output:
+        check_writable(args.output, "--output")
+    if args.predictions:
+        check_writable(args.predictions, "--predictions directory", directory=True)
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)
         results = {}
@@ -257,9 +299,11 @@ def run_evaluate(args) -> int:
 
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
-    from bertkit.fileio import atomic_write
+    from bertkit.fileio import atomic_write, check_writable
     from bertkit.tasks.finetune import featurize, run_model
     from bertkit.tasks.formats.base import iter_jsonl
+
+    check_writable(args.output, "--output")
 
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)
@@ -269,7 +313,7 @@ def run_predict(args) -> int:
         examples = task.read_input(args.input)
         features = featurize(task, examples, tokenizer, _max_len(args, entry, task), False, "input")
         outputs = run_model(task, model, features, args.batch_size, device, precision,
-                            True if args.progress is None else args.progress, desc="predict")
+                            args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
         if len(predictions) != len(records):
             raise BertkitError(f"{args.input}: {len(records)} records but {len(predictions)} "

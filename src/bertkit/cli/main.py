@@ -9,8 +9,8 @@ import sys
 
 import bertkit
 import bertkit.cli
+from bertkit.cli.boundary import install_warning_format, run_guarded
 from bertkit.cli.parsing import accept_negative_lists
-from bertkit.errors import BertkitError
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="BERT end to end: tokenizer, model, pre-training, fine-tuning.",
     )
     parser.add_argument("--version", action="version", version=f"bertkit {bertkit.__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, also print the Python traceback (for bug reports; "
+                             "the environment variable BERTKIT_DEBUG=1 does the same)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(bertkit.cli.__path__), key=lambda m: m.name):
         if info.name == "main":
@@ -65,15 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        result = args.func(args)
-    except (BertkitError, FileNotFoundError) as e:
-        print(f"bertkit: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bertkit: interrupted", file=sys.stderr)
-        return 130
-    return int(result or 0)
+    install_warning_format()
+    return run_guarded(args.func, args, debug=args.debug)
 
 
 if __name__ == "__main__":

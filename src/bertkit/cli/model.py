@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bertkit.cli.parsing import accept_negative_lists
+from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
 
@@ -25,11 +25,14 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                         help="weights and activations type")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
+                        help="fp32, bf16 autocast, or int8 dynamic quantisation (CPU)")
     parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")
     parser.add_argument("--max-length", type=bounded(int, ge=2), default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
     parser.add_argument("--on-overflow", choices=["truncate", "error"], default="truncate",
                         help="longer inputs: truncate with a warning (default) or fail")
+    add_progress_flag(parser)
 
 
 
@@ -72,7 +75,8 @@ def register(subparsers) -> None:
 def _load(args):
     from bertkit.inference import load
 
-    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype)
+    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype,
+                precision=args.precision)
 
 
 def _text_lines(path: str) -> list[str]:
@@ -90,7 +94,7 @@ def run_fill_mask(args) -> int:
     bert = _load(args)
     results = bert.fill_mask(texts, top_k=args.top_k, batch_size=args.batch_size,
                              max_length=args.max_length, on_overflow=args.on_overflow,
-                             progress=bool(args.input))
+                             progress=args.progress if args.input else False)
     for text, masks in zip(texts, results):
         if args.json:
             print(json.dumps({"text": text, "masks": masks}, ensure_ascii=False))
@@ -141,7 +145,7 @@ def read_inputs(path: str, text_column: str | None, pair_column: str | None):
 def run_embed(args) -> int:
     import numpy as np
 
-    from bertkit.fileio import atomic_path, atomic_write
+    from bertkit.fileio import atomic_path, atomic_write, check_writable
 
     try:
         layers = [int(x) for x in args.layers.split(",") if x.strip()]
@@ -152,12 +156,14 @@ def run_embed(args) -> int:
         raise BertkitError(f"--output must end in .npy or .jsonl, got {output.name}")
     if output.suffix == ".npy" and args.pool == "none":
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
+    check_writable(output, "--output")
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     try:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,
                                       batch_size=args.batch_size, max_length=args.max_length,
-                                      on_overflow=args.on_overflow, progress=True, return_tokens=True)
+                                      on_overflow=args.on_overflow, progress=args.progress,
+                                      return_tokens=True)
     except ValueError as e:
         raise BertkitError(str(e)) from None
     if output.suffix == ".npy":
@@ -192,6 +198,9 @@ def run_convert(args) -> int:
         if args.model_class not in TASK_MODELS:
             raise BertkitError(f"unknown --model-class {args.model_class}; choose from {', '.join(TASK_MODELS)}")
         model_class = TASK_MODELS[args.model_class]
+    from bertkit.fileio import check_writable
+
+    check_writable(args.target, "target model directory", directory=True)
     model = load_pretrained(args.source, model_class)
     tokenizer = load_tokenizer(args.source, args.vocab)
     check_vocabulary(tokenizer, model.config.vocab_size, args.source)
@@ -214,4 +223,7 @@ def run_info(args) -> int:
     paper = {"base": "110M", "large": "340M"}.get(args.model)
     note = f"; the paper reports {paper}" if paper else ""
     print(f"parameters (embeddings + encoder + pooler): {total:,} ({total / 1e6:.1f}M{note})")
+    if args.model in PRESETS and not Path(args.model).exists():
+        print(f"(a preset: vocab {config.vocab_size:,} is BERT's uncased vocabulary; "
+              "pretrain --model-size takes the vocabulary size from --vocab)")
     return 0

@@ -17,3 +17,13 @@ def accept_negative_lists(parser: argparse.ArgumentParser) -> None:
     if hasattr(parser, "_negative_number_matcher"):
         parser._negative_number_matcher = re.compile(
             r"^-\d+(,-?\d+)*$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def add_progress_flag(parser: argparse.ArgumentParser, *hidden_off: str) -> None:
+    """``--progress/--no-progress`` (dest ``progress``; default None: bars only when stderr is
+    a terminal), the one switch of every command; ``hidden_off`` are old names of
+    ``--no-progress`` (e.g. ``--quiet``) kept working but left out of ``--help``."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars on stderr (default: only on a terminal)")
+    for flag in hidden_off:
+        parser.add_argument(flag, dest="progress", action="store_false", help=argparse.SUPPRESS)

@@ -50,9 +50,13 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
+    from bertkit.fileio import check_writable
     from bertkit.pretraining.train import pretrain
 
-    result = pretrain(config_from_args(args))
+    config = config_from_args(args)
+    if config.out:
+        check_writable(config.out, "--out run directory", directory=True)
+    result = pretrain(config)
     if result.stopped_by:
         print(f"bertkit: stopped by {result.stopped_by} at step {result.step}; "
               f"continue with --resume", file=sys.stderr)

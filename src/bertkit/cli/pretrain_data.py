@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from bertkit.cli.parsing import add_progress_flag
 from bertkit.options import bounded
 
 
@@ -56,7 +57,7 @@ def register(subparsers) -> None:
     p.add_argument("--shuffle-documents", action=argparse.BooleanOptionalAction, default=True,
                    help="shuffle all documents of all inputs before chunking (as BERT's script "
                         "does), so that NotNext segments come from anywhere in the corpus")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_flag(p, "--quiet")
     p.set_defaults(func=run)
 
 
@@ -84,10 +85,13 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise BertkitError(str(e)) from None
+    from bertkit.fileio import check_writable
+
+    check_writable(args.output, "--output directory", directory=True)
     start = time.perf_counter()
     meta = create_pretraining_data(
         args.input, args.vocab, args.output, settings,
-        workers=args.workers, shard_size=args.shard_size, progress=not args.quiet,
+        workers=args.workers, shard_size=args.shard_size, progress=args.progress,
     )
     elapsed = time.perf_counter() - start
     print(format_summary(meta, elapsed))

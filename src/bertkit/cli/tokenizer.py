@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.cli.parsing import add_progress_flag
 from bertkit.options import bounded
 
 
@@ -35,6 +36,7 @@ def register(subparsers) -> None:
     train.add_argument("--cased", action="store_true", help="keep case and accents")
     train.add_argument("--min-frequency", type=bounded(int, ge=1), default=2,
                        help="never merge a pair seen fewer times")
+    add_progress_flag(train)
     train.set_defaults(func=run_train)
     group.set_defaults(func=lambda args: group.print_help() or 2)
 
@@ -70,7 +72,8 @@ def run_tokenize(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bertkit.fileio import read_lines
+    from bertkit.errors import BertkitError
+    from bertkit.fileio import check_writable, read_lines
     from bertkit.tokenizer.train import count_words, tokens_per_word, train_wordpiece
 
     def lines():
@@ -78,8 +81,13 @@ def run_train(args: argparse.Namespace) -> int:
             for _, line in read_lines(path):
                 yield line
 
-    counts = count_words(lines(), lowercase=not args.cased)
-    vocab = train_wordpiece(counts, args.vocab_size, min_frequency=args.min_frequency)
+    check_writable(args.output, "--output vocabulary")
+    counts = count_words(lines(), lowercase=not args.cased, progress=args.progress)
+    if not counts:
+        raise BertkitError(f"{', '.join(args.corpus)}: the corpus holds no words; "
+                           "cannot train a vocabulary on it")
+    vocab = train_wordpiece(counts, args.vocab_size, min_frequency=args.min_frequency,
+                            progress=args.progress)
     vocab.save(args.output)
     print(f"wrote {args.output}: {len(vocab)} tokens; "
           f"{tokens_per_word(vocab, counts):.3f} tokens per corpus word")

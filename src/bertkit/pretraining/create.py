@@ -18,6 +18,8 @@ import multiprocessing
 import random
 import sys
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from bertkit.pretraining.shards import (
     remove_stale_files,
     write_meta,
 )
+from bertkit.runlog import bar_disabled
 
 MASK_BLOCK = 4096  # rows masked at once (part of the output's definition: keep it fixed)
 STAT_KEYS = ("documents", "sentences", "instances", "tokens", "is_next", "predictions", "candidates")
@@ -193,14 +196,40 @@ def _results(chunks, job: _Job, workers: int):
         for chunk in chunks:
             yield process_chunk(chunk, job)
         return
-    with multiprocessing.get_context().Pool(workers) as pool:
+    # An executor, not a Pool: when a worker dies (killed, out of memory) a Pool starts a new one
+    # and waits forever for the lost chunk; the executor fails every pending result instead.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context())
+    try:
         window: deque = deque()
         for chunk in chunks:
-            window.append(pool.apply_async(process_chunk, (chunk, job)))
+            window.append(pool.submit(process_chunk, chunk, job))
             if len(window) >= 2 * workers:
-                yield window.popleft().get()
+                yield _chunk_result(window.popleft())
         while window:
-            yield window.popleft().get()
+            yield _chunk_result(window.popleft())
+    finally:
+        _stop_pool(pool)
+
+
+def _chunk_result(future):
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise BertkitError(
+            "a pretrain-data worker process died (killed, or out of memory?); the other workers "
+            "were stopped and no meta.json was written: run the command again, with fewer "
+            "--workers or a smaller --chunk-sentences if memory is short") from None
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Shut ``pool`` down now: pending chunks cancelled, running workers terminated."""
+    processes = list(getattr(pool, "_processes", {}).values())  # before shutdown forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
 
 
 def _sha256(path: Path) -> str:
@@ -219,7 +248,7 @@ def create_pretraining_data(
     *,
     workers: int = 1,
     shard_size: int = 100_000,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> dict:
     """Write pre-training data for ``inputs`` into ``output_dir``; return the ``meta.json`` dict.
 
@@ -263,7 +292,7 @@ def create_pretraining_data(
     documents = iter_documents(inputs, settings.split_sentences,
                                shuffle_seed=settings.seed if settings.shuffle_documents else None)
     chunks = iter_chunks(documents, settings.chunk_sentences)
-    bar = tqdm(unit="doc", desc="pretrain-data", disable=not progress, file=sys.stderr)
+    bar = tqdm(unit="doc", desc="pretrain-data", disable=bar_disabled(progress), file=sys.stderr)
     with bar:
         for rows, stats in _results(chunks, job, workers):
             if stats["documents"] < 2 and not rows:
@@ -304,6 +333,7 @@ def _meta(settings, job, tok, vocab_file, inputs, shards, totals) -> dict:
         "vocab_size": len(tok),
         "vocab_file": vocab_file.name,
         "vocab_sha256": _sha256(vocab_file),
+        "vocab_fingerprint": tok.vocab.fingerprint(),
         "input_ids_dtype": job.ids_dtype,
         "pad_id": tok.pad_token_id,
         "cls_id": tok.cls_token_id,

@@ -76,7 +76,21 @@ def build_tokenizer(config: PretrainConfig, meta: dict):
     if len(tok) != meta["vocab_size"]:
         raise BertkitError(f"the vocabulary has {len(tok)} tokens but the data was made with "
                            f"{meta['vocab_size']} ({meta.get('vocab_file')})")
+    check_vocab_fingerprint(tok, meta, config.vocab or config.init_from)
     return tok
+
+
+def check_vocab_fingerprint(tok, meta: dict, source) -> None:
+    """Refuse a vocabulary whose tokens (in id order) differ from those the data was made with.
+
+    Data written before fingerprints were stored has none; then nothing can be checked."""
+    expected = meta.get("vocab_fingerprint")
+    if expected is None or tok.vocab.fingerprint() == expected:
+        return
+    raise BertkitError(
+        f"{source}: not the vocabulary the data was made with ({meta.get('vocab_file')}): same "
+        "size, but other tokens or another token order, so the data's ids would mean other "
+        "tokens; pass the vocab.txt given to pretrain-data")
 
 
 def _overrides(config: PretrainConfig, vocab_size: int) -> dict:

@@ -33,12 +33,12 @@ import torch
 from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_write
+from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
 from bertkit.pretraining.budget import budget_over, start_budget
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
-from bertkit.runlog import RunLogger, read_log
+from bertkit.runlog import RunLogger, bar_disabled, read_log
 from bertkit.training import (
     CheckpointManager,
     EpochBatches,
@@ -55,6 +55,7 @@ from bertkit.training import (
 )
 from bertkit.training import distributed as dist
 from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
+from bertkit.training.divergence import SkipWatch
 from bertkit.training.precision import resolve_pretrain_precision
 from bertkit.training.prefetch import prefetch
 
@@ -128,6 +129,9 @@ class _Run:
         if latest is not None and not self.config.resume:
             raise BertkitError(f"{self.out} already holds checkpoints ({latest.name}): pass "
                                "--resume to continue that run or choose another --out")
+        if self.ctx.is_main:  # temp files of a run killed mid-write: never read, only space
+            for folder in (self.checkpoints.directory, self.out / "model"):
+                remove_temp_files(folder)
         if latest is None:
             if self.config.resume and self.ctx.is_main:
                 self.logger.log(step=0, event="resume", note="no checkpoint yet: starting fresh")
@@ -212,6 +216,15 @@ class _Run:
             bar.set_postfix(loss=f"{record.get('loss', record['mlm_loss']):.3f}",
                             **(self.budget.postfix() if self.budget else {}))
             self._tensorboard(record)
+        self._check_divergence(trainer, record["skipped_steps"])
+
+    def _check_divergence(self, trainer: TrainStep, skipped: int) -> None:
+        """Stop with a clear error when every step of a log interval was skipped (NaN/inf);
+        the watch starts at this process's first log point."""
+        if getattr(self, "_skips", None) is None:
+            self._skips = SkipWatch(self.step, skipped, trainer.scaler.is_enabled())
+        else:
+            self._skips.check(self.step, skipped, self.config.lr)
 
     def _tensorboard(self, record: dict) -> None:
         if self.tb is not None:
@@ -278,7 +291,7 @@ class _Run:
         trainer.model = self._train_model()
         stopped_by, saved_at = None, self.step if self.checkpoints.latest() else None
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", desc="pretrain",
-                   disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
+                   disable=True if not ctx.is_main else bar_disabled(cfg.progress), dynamic_ncols=True)
         last_log = time.perf_counter()
         # ranks agree on stopping through a collective: every step on the CPU, every log
         # interval on GPUs (reading its result waits for the device)

@@ -81,7 +81,7 @@ class PretrainConfig:
     eval_batches: int = option(20, "batches per evaluation", ge=1)
     resume: bool = option(False, "continue from the newest checkpoint in --out")
     tensorboard: bool = option(False, "also write TensorBoard scalars (if installed)")
-    progress: bool = option(True, "show a progress bar")
+    progress: bool | None = option(None, "progress bar on stderr (default: only on a terminal)")
 
     @classmethod
     def field_names(cls) -> list[str]:

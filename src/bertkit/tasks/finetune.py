@@ -43,7 +43,7 @@ import math
 import random
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -55,9 +55,10 @@ from tqdm.auto import tqdm
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
 from bertkit.options import check_config
-from bertkit.runlog import RunLogger
+from bertkit.runlog import RunLogger, bar_disabled
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.finetune_config import FinetuneConfig
+from bertkit.tasks.run_dir import RunDir
 from bertkit.training import (
     TrainStep,
     autocast,
@@ -192,7 +193,7 @@ def run_model(task: Task, model, features: FeatureSet, batch_size: int,
 
 
 def _bar_off(progress: bool | None) -> bool | None:
-    return None if progress is None else not progress
+    return bar_disabled(progress)
 
 
 # ------------------------------------------------------------------ evaluation
@@ -290,12 +291,16 @@ def _wrap_ddp(model, ctx: DistContext):
 
 
 def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
-                 cfg: FinetuneConfig, logger: RunLogger, ctx: DistContext | None = None
-                 ) -> Iterator[tuple[Any, int, dict, list]]:
+                 cfg: FinetuneConfig, logger: RunLogger, resume: dict | None = None,
+                 on_epoch_end: Callable[[dict], None] | None = None,
+                 ctx: DistContext | None = None) -> Iterator[tuple[Any, int, dict, list]]:
     """Fine-tune one grid point from ``model_dir``, yielding ``(model, epoch, metrics, raw
     outputs)`` after every epoch's evaluation (the caller keeps the best model). With a
     distributed ``ctx`` every rank runs it (see the module docstring); the model yielded is
     the plain module, identical on every rank."""
+    # ``on_epoch_end(state)`` receives the training state (model, optimizer, scheduler, RNG,
+    # step) once the caller has handled an epoch; a ``resume`` state goes on after its epoch,
+    # to the weights an uninterrupted run reaches.
     ctx = ctx or DistContext(device=pick_device(cfg.device))
     device = ctx.device
     precision = resolve_precision(cfg.precision, device)
@@ -318,8 +323,14 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
     step_fn = TrainStep(train_model, optimizer, scheduler, device=device, precision=precision,
                         max_grad_norm=cfg.max_grad_norm)
     run = asdict(hyper)
-    step = 0
-    for epoch in range(1, hyper.epochs + 1):
+    step, first_epoch = 0, 1
+    if resume is not None:
+        from bertkit.training.state import restore_training_state
+
+        restore_training_state(resume, model=model, optimizer=optimizer, scheduler=scheduler,
+                               scaler=step_fn.scaler, source="fine-tuning resume state")
+        step, first_epoch = int(resume["step"]), int(resume["extra"]["epoch"]) + 1
+    for epoch in range(first_epoch, hyper.epochs + 1):
         model.train()
         rng = np.random.default_rng([hyper.seed, epoch])
         loss_sum, loss_n = torch.zeros((), dtype=torch.float64, device=device), 0
@@ -343,6 +354,12 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
                                      cfg.progress if ctx.is_main else False, ctx)
         logger.log(event="eval", **run, epoch=epoch, **metrics)
         yield model, epoch, metrics, raw
+        if on_epoch_end is not None:  # after the caller kept (or not) this epoch's model
+            from bertkit.training.state import capture_training_state
+
+            on_epoch_end(capture_training_state(
+                model=model, optimizer=optimizer, scheduler=scheduler, scaler=step_fn.scaler,
+                step=step, data_position={}, config={}, extra={"epoch": epoch}))
 
 
 def _chosen_epoch(history: list[dict], main: str, select: str) -> int:
@@ -375,11 +392,20 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
 
 def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfig, tokenizer,
               logger: RunLogger | None, ctx: DistContext) -> tuple[list[RunResult], RunResult]:
+    """:func:`finetune` in one process of ``ctx``: rank 0 alone prepares, marks and finishes
+    the run directory, writes states, models and results; every rank reads a resume state."""
     from bertkit.checkpoint import check_vocabulary, load_config, load_tokenizer
 
     if ctx.device.type == "cpu":
         bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
-    out_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir(out_dir)
+    saved = None
+    if ctx.is_main:
+        run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
+        saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
+    dist.barrier()  # the directory is ready (and the log cut back) before anyone reads it
+    if cfg.resume and not ctx.is_main:
+        saved = _resume_state(run_dir, task, cfg, cut_log=False)
     logger = logger or RunLogger(out_dir / "log.jsonl")
     tokenizer = tokenizer or load_tokenizer(model_dir)
     check_vocabulary(tokenizer, load_config(model_dir).vocab_size, model_dir)
@@ -390,24 +416,45 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
     train = featurize(task, examples, tokenizer, cfg.max_seq_length, True, "train", logger)
     sets = load_eval_sets(task, data_dir, tokenizer, cfg.max_seq_length, logger=logger)
     points = grid_points(cfg)
-    logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
-               train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
-               grid_points=len(points), max_seq_length=cfg.max_seq_length)
+    if saved is None:
+        logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
+                   train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
+                   grid_points=len(points), max_seq_length=cfg.max_seq_length)
     main = task.main_metric
-    best_score = -math.inf
-    runs = []
+    best = {"score": -math.inf}  # read by save_state when called
+    runs: list[RunResult] = []
+    if saved is not None:
+        best["score"], runs = saved["best_score"], [_from_row(row) for row in saved["runs"]]
+        logger.log(event="resume", run=saved["run"], epoch=saved["epoch"])
+    if ctx.is_main:
+        run_dir.mark_unfinished(task=task.name, run=saved["run"] if saved else 1, runs=len(points),
+                                epochs_done=saved["epoch"] if saved else 0, epochs=points[0].epochs)
     for n, hyper in enumerate(points, 1):
-        logger.log(event="run_start", run=n, runs=len(points), **asdict(hyper))
-        started, history = time.perf_counter(), []
+        if saved is not None and n < saved["run"]:
+            continue  # finished before the interruption: its result came back with the state
+        resume = saved["state"] if saved is not None and n == saved["run"] else None
+        if resume is None:
+            logger.log(event="run_start", run=n, runs=len(points), **asdict(hyper))
+        started, history = time.perf_counter(), list(saved["history"]) if resume else []
+
+        def save_state(state: dict, n=n, hyper=hyper, history=history) -> None:
+            state["extra"].update(run=n, settings=_settings(task, cfg), history=history,
+                                  runs=[_row(r) for r in runs], best_score=best["score"],
+                                  log_lines=_count_lines(out_dir / "log.jsonl"))
+            run_dir.save_state(state)
+            run_dir.mark_unfinished(task=task.name, run=n, runs=len(points),
+                                    epochs_done=state["extra"]["epoch"], epochs=hyper.epochs)
+
         for model, epoch, metrics, raw in train_epochs(task, model_dir, train, sets, hyper, cfg,
-                                                       logger, ctx):
+                                                       logger, resume,
+                                                       save_state if ctx.is_main else None, ctx):
             history.append(metrics)
             competes = cfg.select == "best" or epoch == hyper.epochs
-            if competes and _score(metrics, main) > best_score:  # the best so far: keep it
-                best_score = _score(metrics, main)
+            if competes and _score(metrics, main) > best["score"]:  # the best so far: keep it
+                best["score"] = _score(metrics, main)
                 if ctx.is_main:
-                    _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir,
-                                out_dir, tokenizer, sets)
+                    _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir, run_dir,
+                                tokenizer, sets)
         if n == 1 and getattr(task, "load_notes", None):
             logger.log(event="model_notes", notes=task.load_notes)
         chosen = _chosen_epoch(history, main, cfg.select)
@@ -421,25 +468,69 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
         with atomic_write(out_dir / "results.json") as f:
             json.dump({"task": task.name, "main_metric": main, "select": cfg.select,
                        "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
+        run_dir.finish()
     return runs, chosen
 
 
 def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw: list,
-                cfg: FinetuneConfig, model_dir, out_dir: Path, tokenizer, sets) -> None:
-    """Write the model of (``hyper``, ``epoch``) to ``out_dir`` with its predictions."""
+                cfg: FinetuneConfig, model_dir, run_dir: RunDir, tokenizer, sets) -> None:
+    """Write the model of (``hyper``, ``epoch``) with its predictions to the run directory,
+    as a whole (staged, then published)."""
     from bertkit.checkpoint import save_pretrained
 
     record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
               "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
     extra = task.config_entries()
     extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
-    save_pretrained(model, out_dir, tokenizer=tokenizer, extra_config=extra)
-    write_predictions(task, sets, raw, out_dir)
+    staging = run_dir.staging()
+    save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)
+    write_predictions(task, sets, raw, staging)
+    run_dir.publish()
 
 
 def _row(r: RunResult) -> dict:
     return {**asdict(r.hyper), "epoch": r.epoch, "seconds": round(r.seconds, 1),
             "metrics": r.metrics, "history": r.history}
+
+
+def _from_row(row: dict) -> RunResult:
+    hyper = Hyper(**{k: row[k] for k in ("lr", "batch", "epochs", "seed")})
+    return RunResult(hyper, row["metrics"], row["epoch"], row["history"], row["seconds"])
+
+
+def _settings(task: Task, cfg: FinetuneConfig) -> str:
+    """What a resumed run must share with the interrupted one (JSON, for comparison)."""
+    skip = {"progress", "resume", "overwrite", "device", "log_every"}
+    values = {k: v for k, v in asdict(cfg).items() if k not in skip}
+    return json.dumps({"task": task.name, **values}, sort_keys=True, default=str)
+
+
+def _count_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _resume_state(run_dir: RunDir, task: Task, cfg: FinetuneConfig, cut_log: bool = True) -> dict:
+    """The saved state of the run in ``run_dir``, checked against these settings; the log is
+    cut back to the records written up to that state (``cut_log``: rank 0 only)."""
+    state = run_dir.load_state()
+    extra = state["extra"]
+    before, now = json.loads(extra["settings"]), json.loads(_settings(task, cfg))
+    changed = [f"{k} was {before.get(k)!r}, now {now.get(k)!r}" for k in now if before.get(k) != now.get(k)]
+    if changed:
+        raise BertkitError(f"{run_dir.out}: the run was started with other settings ("
+                           f"{'; '.join(changed)}); resume with the same ones, or start over "
+                           "with --overwrite")
+    log = run_dir.out / "log.jsonl"
+    if cut_log and log.is_file():
+        with open(log, "rb") as f:
+            lines = f.readlines()[: extra["log_lines"]]
+        with atomic_write(log, "wb") as f:
+            f.writelines(lines)
+    return {"run": extra["run"], "epoch": extra["epoch"], "state": state, "history": extra["history"],
+            "best_score": extra["best_score"], "runs": extra["runs"]}
 
 
 def format_table(runs: Sequence[RunResult], main_metric: str) -> str:

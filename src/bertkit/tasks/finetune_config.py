@@ -45,3 +45,7 @@ class FinetuneConfig:
                                         choices=("padded", "unpadded"))
     compile: bool = option(False, "torch.compile the model for training (dynamic shapes)")
     bucket: int = option(50, "batches sorted by length together (training)", ge=1)
+    resume: bool = option(False, "continue the unfinished run in --out after its last finished "
+                                 "epoch (same settings; ends with the weights of an "
+                                 "uninterrupted run)")
+    overwrite: bool = option(False, "replace the run already in --out (default: refuse)")

@@ -102,6 +102,8 @@ class GenericTextTask(TextTask):
             id_column=self.options.get("id_column"), file_format=self.options.get("format"))
         if infer:
             found = sorted({str(ex.label) for ex in examples}, key=_sort_key)
+            if not examples:
+                raise BertkitError(f"{path}: no examples (the file is empty or holds only a header)")
             if len(found) < 2:
                 raise BertkitError(f"{path}: found {len(found)} distinct label(s); "
                                    "classification needs at least two")

@@ -114,6 +114,8 @@ class TokenTask(Task):
         if self.labels is None and split == "train":
             self.labels = label_list([s.tags for s in sentences])
             self.options["labels"] = self.labels
+        elif self.labels is not None and self.conll:
+            _check_types(path, sentences, self.labels, self.name)
         return sentences
 
     def read_input(self, path: str | Path) -> list[TaggedSentence]:
@@ -212,6 +214,20 @@ class TokenTask(Task):
                 raise BertkitError(f"{self.name}: {e}") from None
         self.load_notes = [str(w.message) for w in caught]
         return model
+
+
+def _check_types(path, sentences: Sequence[TaggedSentence], labels: Sequence[str], task: str) -> None:
+    """Every entity type of a CoNLL file must be one the task knows: an unknown one is named
+    with its file and line (not later, as a converted tag of sentence N)."""
+    known = {split_tag(label)[1] for label in labels if label != "O"}
+    for sentence in sentences:
+        for offset, tag in enumerate(sentence.tags):
+            kind = split_tag(tag)[1] if tag != "O" else None
+            if kind is not None and kind not in known:
+                line = sentence.line + offset if sentence.line is not None else None
+                raise DataFormatError(path, f"unknown entity type {kind!r} (in a tag ending "
+                                            f"'-{kind}'); {task} knows {', '.join(sorted(known))}",
+                                      line)
 
 
 def create_task(name: str, **options: Any) -> TokenTask:

@@ -109,7 +109,7 @@ class TextTask(Task):
             text_a = self._text(path, line, record, self.input_fields[0])
             text_b = self._text(path, line, record, self.input_fields[1]) if self.pair else None
             label = next((record[k] for k in self.label_fields if k in record), None)
-            if label is not None:
+            if label is not None and label != "":  # an input to predict may leave it blank
                 label = parse_label(path, line, label, self.labels, self.regression)
             examples.append(TextExample(str(record.get("id", line)), text_a, text_b, label, line))
         return examples
@@ -121,4 +121,5 @@ class TextTask(Task):
                 if not isinstance(record[name], str):
                     raise DataFormatError(path, f"field {name!r} should be a string", line)
                 return record[name]
-        raise DataFormatError(path, f"missing text field (one of {', '.join(map(repr, names))})", line)
+        unique = list(dict.fromkeys(names))
+        raise DataFormatError(path, f"missing text field (one of {', '.join(map(repr, unique))})", line)

@@ -26,22 +26,23 @@ from collections.abc import Iterable
 
 from tqdm.auto import tqdm
 
+from bertkit.runlog import bar_disabled
 from bertkit.tokenizer.basic import BasicTokenizer
 from bertkit.tokenizer.vocab import SPECIAL_TOKENS, Vocab
 
 
-def count_words(lines: Iterable[str], lowercase: bool = True, progress: bool = True) -> Counter:
+def count_words(lines: Iterable[str], lowercase: bool = True, progress: bool | None = None) -> Counter:
     """Word frequencies of ``lines`` after BERT's basic tokenization."""
     basic = BasicTokenizer(lowercase=lowercase)
     counts: Counter = Counter()
-    for line in tqdm(lines, desc="counting words", unit=" lines", disable=not progress):
+    for line in tqdm(lines, desc="counting words", unit=" lines", disable=bar_disabled(progress)):
         counts.update(basic.words(line))
     return counts
 
 
 def train_wordpiece(word_counts: dict[str, int], vocab_size: int, min_frequency: int = 2,
                     max_alphabet: int = 1000, merge_fraction: float = 0.02,
-                    progress: bool = True) -> Vocab:
+                    progress: bool | None = None) -> Vocab:
     """Learn a vocabulary of at most ``vocab_size`` tokens (special tokens first)."""
     if not word_counts:
         raise ValueError("cannot train a vocabulary on an empty corpus")
@@ -71,7 +72,7 @@ def train_wordpiece(word_counts: dict[str, int], vocab_size: int, min_frequency:
         freqs.append(count)
     target = vocab_size - len(SPECIAL_TOKENS)
     bar = tqdm(total=target, initial=min(len(pieces), target), desc="learning wordpieces",
-               unit=" tokens", disable=not progress)
+               unit=" tokens", disable=bar_disabled(progress))
     while len(pieces) < target:
         piece_counts = [0] * len(pieces)
         pair_counts: Counter = Counter()

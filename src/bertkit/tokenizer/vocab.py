@@ -28,6 +28,8 @@ class Vocab:
                     source, f"duplicate token {token!r} (first on line {first})", index + 1
                 )
             self.token_to_id[token] = index
+        if not self.tokens:
+            raise DataFormatError(source, "the vocabulary is empty (one token per line expected)")
         missing = [t for t in SPECIAL_TOKENS if t not in self.token_to_id]
         if missing:
             raise DataFormatError(source, f"vocabulary lacks the special tokens {' '.join(missing)}")
@@ -42,6 +44,13 @@ class Vocab:
         while tokens and not tokens[-1]:  # tolerate trailing blank lines only
             tokens.pop()
         return cls(tokens, source=str(path))
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the token list in id order: equal exactly when every id means the same token
+        (a copy, or another line ending, gives the same fingerprint; another order does not)."""
+        import hashlib
+
+        return hashlib.sha256("\n".join(self.tokens).encode("utf-8")).hexdigest()
 
     def save(self, path: str | Path) -> None:
         with atomic_write(path) as f:

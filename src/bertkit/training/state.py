@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import CheckpointError
-from bertkit.fileio import atomic_path
+from bertkit.fileio import atomic_path, is_disk_full, safe_torch_load
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
 
@@ -60,8 +60,17 @@ class CheckpointManager:
 
     def save(self, state: dict[str, Any], step: int) -> Path:
         path = self.path_for(step)
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
+        try:
+            with atomic_path(path) as tmp:
+                torch.save(state, tmp)
+        except Exception as e:
+            if not is_disk_full(e):
+                raise
+            last = self.latest()
+            kept = (f"the last good checkpoint, {last}, is intact: free some space and continue "
+                    "with --resume") if last else "no earlier checkpoint exists"
+            raise CheckpointError(f"{path}: no space left on device (the disk is full) while "
+                                  f"writing this checkpoint; nothing was replaced and {kept}") from None
         for _, old in self.checkpoints()[: -self.keep]:
             old.unlink(missing_ok=True)
         return path
@@ -70,12 +79,7 @@ class CheckpointManager:
         path = Path(path) if path else self.latest()
         if path is None:
             raise CheckpointError(f"{self.directory}: no checkpoint to resume from")
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise
-        except Exception as e:  # unpickling errors come in many types
-            raise CheckpointError(f"{path}: unreadable checkpoint ({e})") from None
+        return safe_torch_load(path, "checkpoint")
 
 
 def capture_rng_state() -> dict[str, Any]:

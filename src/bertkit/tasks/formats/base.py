@@ -154,6 +154,9 @@ def parse_label(path, line: int, value, labels: Sequence[str] | None, regression
             raise DataFormatError(path, f"label {value!r} is not a number", line) from None
     label = value if isinstance(value, str) else json.dumps(value)
     label = label.strip()
+    if value is None or not label:
+        raise DataFormatError(path, "empty label: every example needs one (a blank label would "
+                                    "silently become a class of its own)", line)
     if labels is not None and label not in labels:
         raise DataFormatError(
             path, f"unknown label {label!r}; expected one of {', '.join(map(repr, labels))}", line

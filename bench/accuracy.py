@@ -1,0 +1,89 @@
+"""Accuracy kept by inference precision: fp32, bf16, INT8 (PyTorch) and ONNX Runtime fp32/INT8.
+
+Evaluates fine-tuned model directories on their task's dev split with the same featurisation,
+batching and metrics as ``bertkit evaluate``, once per precision, and prints the main metric
+of each with its drop from fp32 (in points, i.e. x100)::
+
+    python bench/accuracy.py sst2=runs/sst2 mrpc=runs/mrpc stsb=runs/stsb ner=runs/ner \\
+        --data sst2=../shared/data/glue/SST-2 --data mrpc=../shared/data/glue/MRPC ...
+
+``--data`` defaults: GLUE tasks under ``../shared/data/glue/<TASK>``, ner under
+``../shared/data/conll2003``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+GLUE_DIRS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
+VARIANTS = ("fp32", "bf16", "int8", "onnx fp32", "onnx int8")
+
+
+def default_data(task: str) -> Path:
+    return DATA / "conll2003" if task in ("ner", "conll2003") else DATA / "glue" / GLUE_DIRS.get(task, task)
+
+
+def variants(task, model_dir: Path, tmp: Path):
+    """``(name, model, autocast precision)`` for every column of the table."""
+    from bertkit.onnx_export import OrtModel, export_onnx
+    from bertkit.precision import quantize_int8
+
+    model = task.build_model(model_dir)
+    yield "fp32", model, "fp32"
+    yield "bf16", model, "bf16"
+    yield "int8", quantize_int8(task.build_model(model_dir)), "fp32"
+    yield "onnx fp32", OrtModel(export_onnx(model_dir, tmp / "m.onnx")), "fp32"
+    yield "onnx int8", OrtModel(export_onnx(model_dir, tmp / "q.onnx", int8=True)), "fp32"
+
+
+def evaluate(name: str, model_dir: Path, data: Path, batch_size: int) -> dict:
+    from bertkit.checkpoint import load_tokenizer
+    from bertkit.tasks import get_task
+    from bertkit.tasks.base import saved_task_options
+    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets
+
+    saved_name, options = saved_task_options(model_dir)
+    task = get_task(saved_name or name, **options)
+    config = json.loads((model_dir / "config.json").read_text())
+    max_len = int((config.get("bertkit_finetune") or {}).get("max_seq_length") or 128)
+    sets = load_eval_sets(task, data, load_tokenizer(model_dir), max_len, [task.eval_splits()[0]])
+    row = {"task": name, "metric": task.main_metric, "examples": len(sets[0].examples)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for variant, model, precision in variants(task, model_dir, Path(tmp)):
+            start = time.perf_counter()
+            metrics, _ = evaluate_sets(task, model, sets, batch_size, "cpu", precision, progress=False)
+            row[variant] = metrics[task.main_metric]
+            row[f"{variant} s"] = time.perf_counter() - start
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="+", metavar="TASK=DIR", help="fine-tuned model directories")
+    p.add_argument("--data", action="append", default=[], metavar="TASK=DIR", help="dev data folder")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--json", help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    data = dict(x.split("=", 1) for x in args.data)
+    rows = []
+    header = f"{'task':<6} {'metric':<10} " + " ".join(f"{v:>16}" for v in VARIANTS)
+    print(header)
+    for spec in args.models:
+        name, directory = spec.split("=", 1)
+        row = evaluate(name, Path(directory), Path(data.get(name, default_data(name))), args.batch_size)
+        rows.append(row)
+        cells = [f"{100 * row['fp32']:16.2f}"] + [
+            f"{100 * row[v]:9.2f} ({100 * (row[v] - row['fp32']):+5.2f})" for v in VARIANTS[1:]]
+        print(f"{name:<6} {row['metric']:<10} " + " ".join(cells), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

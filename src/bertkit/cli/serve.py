@@ -1,0 +1,122 @@
+"""Production commands: ``serve``, ``quantize``, ``export-onnx`` and ``attention``.
+
+Heavy modules (torch, FastAPI, onnxruntime) are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bertkit.errors import BertkitError
+
+PRECISION_HELP = "fp32 (default), bf16 autocast, or int8 dynamic quantisation (CPU)"
+
+
+def register(subparsers) -> None:
+    """Add ``serve``, ``quantize``, ``export-onnx`` and ``attention``."""
+    from bertkit.serve.config import ServeConfig
+
+    d = ServeConfig()
+    serve = subparsers.add_parser(
+        "serve", help="serve a model over HTTP (/predict, /embed, /fill-mask, page at /)",
+        description="Serve MODEL_DIR with dynamic batching: concurrent requests share length-sorted "
+                    "batches under a token budget; a full queue answers 503. See docs/serving.md.")
+    serve.add_argument("model", metavar="MODEL_DIR", help="model directory (fine-tuned, INT8 or plain BERT)")
+    serve.add_argument("--host", default=d.host, help=f"address to bind (default {d.host}: this machine only)")
+    serve.add_argument("--port", type=int, default=d.port, help=f"port (default {d.port})")
+    serve.add_argument("--workers", type=int, default=d.workers,
+                       help=f"worker processes, each with its own model copy and batcher (default {d.workers})")
+    serve.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads per worker")
+    serve.add_argument("--precision", default=d.precision, choices=["fp32", "bf16", "int8"], help=PRECISION_HELP)
+    serve.add_argument("--device", default=d.device, help=f"cpu or cuda (default {d.device})")
+    serve.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens, metavar="N",
+                       help=f"padded tokens per forward pass (default {d.max_batch_tokens})")
+    serve.add_argument("--max-batch-size", type=int, default=d.max_batch_size, metavar="N",
+                       help=f"inputs per forward pass (default {d.max_batch_size})")
+    serve.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, metavar="MS",
+                       help=f"how long a batch waits for more requests (default {d.max_wait_ms:g})")
+    serve.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
+                       help=f"inputs waiting at most; beyond, 503 (default {d.max_queue})")
+    serve.add_argument("--max-items", type=int, default=d.max_items, metavar="N",
+                       help=f"inputs per request at most; beyond, 413 (default {d.max_items})")
+    serve.add_argument("--no-truncate", dest="truncate", action="store_false",
+                       help="answer 413 to a text over the model's limit (default: truncate, and "
+                            "name it in the X-Bertkit-Truncated header)")
+    serve.set_defaults(func=run_serve)
+
+    quantize = subparsers.add_parser("quantize", help="save an INT8 copy of a model directory",
+                                     description="Quantise every linear layer to INT8 (dynamic) and "
+                                                 "save it; load it with --precision int8 (or as is).")
+    quantize.add_argument("model", metavar="MODEL_DIR")
+    quantize.add_argument("--out", required=True, metavar="DIR", help="INT8 model directory to write")
+    quantize.set_defaults(func=run_quantize)
+
+    export = subparsers.add_parser("export-onnx", help="export a model directory to ONNX",
+                                   description="Export the encoder and its task head to ONNX with "
+                                               "dynamic batch and sequence axes.")
+    export.add_argument("model", metavar="MODEL_DIR")
+    export.add_argument("--out", required=True, metavar="FILE.onnx", help="ONNX file to write")
+    export.add_argument("--int8", action="store_true", help="quantise the graph with ONNX Runtime (dynamic INT8)")
+    export.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    export.set_defaults(func=run_export)
+
+    attention = subparsers.add_parser("attention", help="one attention head as a PNG heat map")
+    attention.add_argument("model", metavar="MODEL")
+    attention.add_argument("text", metavar="TEXT")
+    attention.add_argument("--pair", default=None, metavar="TEXT", help="second text of a pair")
+    attention.add_argument("--layer", type=int, default=-1, help="layer, from 0 (default -1: the last)")
+    attention.add_argument("--head", type=int, default=0, help="head, from 0 (default 0)")
+    attention.add_argument("--out", default="attention.png", metavar="FILE.png", help="default attention.png")
+    attention.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"], help=PRECISION_HELP)
+    attention.set_defaults(func=run_attention)
+
+
+def run_serve(args) -> int:
+    from bertkit.serve.app import run
+    from bertkit.serve.config import ServeConfig
+
+    config = ServeConfig(model=args.model, precision=args.precision, device=args.device, host=args.host,
+                         port=args.port, workers=args.workers, threads=args.threads,
+                         max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size,
+                         max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, max_items=args.max_items,
+                         truncate=args.truncate).check()
+    from pathlib import Path
+
+    if not (Path(args.model) / "config.json").is_file():
+        raise BertkitError(f"{args.model}: not a model directory (no config.json)")
+    run(config)
+    return 0
+
+
+def run_quantize(args) -> int:
+    from bertkit.inference import load
+    from bertkit.precision import save_int8
+
+    bert = load(args.model, precision="int8")
+    save_int8(bert.model, args.out, tokenizer=bert.tokenizer)
+    print(f"wrote INT8 {type(bert.model).__name__} to {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_export(args) -> int:
+    from bertkit.onnx_export import export_onnx
+
+    path = export_onnx(args.model, args.out, int8=args.int8, opset=args.opset)
+    print(f"wrote {'INT8 ' if args.int8 else ''}ONNX graph to {path}", file=sys.stderr)
+    return 0
+
+
+def run_attention(args) -> int:
+    from bertkit.inference import load
+    from bertkit.inference_tasks import InputError
+    from bertkit.plot import plot_attention
+
+    bert = load(args.model, precision=args.precision)
+    try:
+        tokens, matrix = bert.attention(args.text, args.layer, args.head, pair=args.pair)
+    except InputError as e:
+        raise BertkitError(str(e)) from None
+    layer = args.layer % bert.model.config.num_hidden_layers
+    plot_attention(tokens, matrix, args.out, title=f"layer {layer}, head {args.head}")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0

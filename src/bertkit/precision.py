@@ -1,0 +1,205 @@
+"""Inference precision: fp32, bf16 autocast and INT8 dynamic quantisation, and INT8 model dirs.
+
+``fp32`` runs the weights as they are. ``bf16`` keeps fp32 weights and runs under CPU/GPU
+autocast (matrix products in bfloat16, LayerNorm and softmax in fp32), so the same loaded
+model serves both. ``int8`` replaces every ``nn.Linear`` of the encoder and the heads (not the
+masked-LM decoder, whose weight is tied to the word embeddings) by PyTorch's dynamically
+quantised linear layer: int8 weights (symmetric, per output channel), activations quantised
+per batch at run time, products on the CPU's int8 (VNNI) kernels. That route was chosen over
+``torchao`` (its int8 dynamic-activation config ran slower than fp32 here without
+``torch.compile``) and ONNX Runtime's quantiser (kept for ``export-onnx --int8``); the
+measurements are in docs/serving.md.
+
+This is *inference* precision; which autocast precision training uses (``auto``) is
+:mod:`bertkit.training.precision`'s decision.
+
+INT8 save/load: :func:`save_int8` writes a model directory whose weights are
+``model.int8.safetensors`` (int8 weight + per-channel scale for each quantised layer, float
+tensors for the rest, under the model's own module names) and whose ``config.json`` says
+``"bertkit_precision": "int8"``; :func:`load_model` rebuilds the quantised model from it
+without re-quantising.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertkit.errors import BertkitError, CheckpointError
+
+PRECISIONS = ("fp32", "bf16", "int8")
+INT8_FILE = "model.int8.safetensors"
+PRECISION_KEY = "bertkit_precision"
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS`, else a :class:`BertkitError`."""
+    if precision not in PRECISIONS:
+        raise BertkitError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    return precision
+
+
+def autocast(precision: str, device: torch.device | str = "cpu"):
+    """The context a forward pass runs in: bf16 autocast for ``bf16``, nothing for ``fp32`` and
+    ``int8`` (the training loop's autocast, :func:`bertkit.training.autocast`)."""
+    from bertkit.training import autocast as training_autocast
+
+    return training_autocast(torch.device(device), "bf16" if precision == "bf16" else "fp32")
+
+
+def _quantisable(model: nn.Module) -> list[str]:
+    """Names of the ``nn.Linear`` modules INT8 replaces (all but a tied MLM decoder)."""
+    return [name for name, m in model.named_modules()
+            if type(m) is nn.Linear and not name.endswith("mlm_head.decoder")]
+
+
+def _dynamic_linear():
+    from torch.ao.nn.quantized.dynamic import Linear
+
+    return Linear
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """``model`` (fp32, CPU, eval) with its linear layers replaced by INT8 dynamic ones, in place.
+
+    Per-output-channel symmetric int8 weights; see the module docstring for the route.
+    """
+    if next(model.parameters()).device.type != "cpu":
+        raise BertkitError("int8 precision runs on the CPU only; use --device cpu")
+    model = model.float().eval()
+    qconfig = torch.ao.quantization.per_channel_dynamic_qconfig
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notice
+        torch.ao.quantization.quantize_dynamic(
+            model, {name: qconfig for name in _quantisable(model)}, dtype=torch.qint8, inplace=True)
+    model.bertkit_precision = "int8"
+    return model
+
+
+def is_int8(model: nn.Module) -> bool:
+    return getattr(model, "bertkit_precision", None) == "int8"
+
+
+def prepare(model: nn.Module, precision: str) -> nn.Module:
+    """The model to run at ``precision``: INT8-quantised for ``int8`` (unless it already is),
+    unchanged for ``fp32``/``bf16`` (bf16 is autocast at run time, see :func:`autocast`)."""
+    check_precision(precision)
+    if precision == "int8" and not is_int8(model):
+        return quantize_int8(model)
+    if precision != "int8" and is_int8(model):
+        raise BertkitError(f"this model is stored in INT8; it runs at precision int8, not {precision}")
+    return model
+
+
+# ------------------------------------------------------------------ INT8 model directories
+def int8_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Plain tensors of a quantised model: ``<layer>.qweight`` (int8), ``<layer>.qscale``,
+    ``<layer>.qzero_point`` and ``<layer>.bias`` per quantised layer, float tensors otherwise."""
+    Linear = _dynamic_linear()
+    state: dict[str, torch.Tensor] = {}
+    quantised = set()
+    for name, module in model.named_modules():
+        if isinstance(module, Linear):
+            weight, bias = module._weight_bias()
+            quantised.add(name)
+            state[f"{name}.qweight"] = weight.int_repr().contiguous()
+            if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
+                state[f"{name}.qscale"] = weight.q_per_channel_scales().float().contiguous()
+                state[f"{name}.qzero_point"] = weight.q_per_channel_zero_points().contiguous()
+            else:
+                state[f"{name}.qscale"] = torch.tensor([weight.q_scale()], dtype=torch.float32)
+                state[f"{name}.qzero_point"] = torch.tensor([weight.q_zero_point()])
+            if bias is not None:
+                state[f"{name}.bias"] = bias.detach().contiguous()
+    seen: dict[int, str] = {}
+    for key, value in model.state_dict().items():
+        owner = key.rsplit(".", 1)[0]
+        if owner in quantised or owner.rsplit(".", 1)[0] in quantised or not isinstance(value, torch.Tensor):
+            continue
+        if value.dtype.is_floating_point and value.data_ptr() not in seen:
+            seen[value.data_ptr()] = key  # a tied tensor is stored once (safetensors refuses shares)
+            state[key] = value.detach().contiguous()
+    return state
+
+
+def save_int8(model: nn.Module, directory: str | Path, tokenizer: Any = None,
+              extra_config: dict[str, Any] | None = None) -> Path:
+    """Write an INT8 model (from :func:`quantize_int8`) as a model directory; returns it."""
+    from safetensors.torch import save_file
+
+    from bertkit.checkpoint import CONFIG_FILE, hf_config_dict
+    from bertkit.fileio import atomic_path, atomic_write
+
+    if not is_int8(model):
+        raise BertkitError("save_int8 needs a model quantised with quantize_int8")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / INT8_FILE) as tmp:
+        save_file(int8_state(model), str(tmp), metadata={"format": "bertkit-int8"})
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    config = hf_config_dict(model, {**(extra_config or {}), PRECISION_KEY: "int8"})
+    with atomic_write(directory / CONFIG_FILE) as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return directory
+
+
+def is_int8_dir(directory: str | Path) -> bool:
+    return (Path(directory) / INT8_FILE).is_file()
+
+
+def _load_int8(directory: Path, model_class) -> nn.Module:
+    from safetensors.torch import load_file
+
+    from bertkit.checkpoint import default_model_class, load_config
+
+    config = load_config(directory)
+    model_class = model_class or default_model_class(config)
+    model = model_class(config).eval()
+    state = load_file(str(directory / INT8_FILE))
+    names = _quantisable(model)
+    floats = {k: v for k, v in state.items() if k.rsplit(".", 1)[0] not in names}
+    missing, unexpected = model.load_state_dict(floats, strict=False)
+    missing = [k for k in missing if k.rsplit(".", 1)[0] not in names and not k.endswith("decoder.weight")]
+    if missing or unexpected:
+        raise CheckpointError(f"{directory / INT8_FILE}: missing tensors {missing[:5]}, "
+                              f"unexpected {unexpected[:5]}")
+    Linear = _dynamic_linear()
+    for name in names:
+        if f"{name}.qweight" not in state:
+            raise CheckpointError(f"{directory / INT8_FILE}: no tensor {name}.qweight")
+        float_linear = model.get_submodule(name)
+        qweight, scale, zero_point = (state[f"{name}.{k}"] for k in ("qweight", "qscale", "qzero_point"))
+        if scale.numel() == 1:
+            weight = torch._make_per_tensor_quantized_tensor(qweight, float(scale), int(zero_point))
+        else:
+            weight = torch._make_per_channel_quantized_tensor(qweight, scale.double(), zero_point, 0)
+        layer = Linear(float_linear.in_features, float_linear.out_features, dtype=torch.qint8)
+        layer.set_weight_bias(weight, state.get(f"{name}.bias"))
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, layer)
+    model.bertkit_precision = "int8"
+    return model.eval()
+
+
+def load_model(directory: str | Path, model_class=None, precision: str = "fp32") -> nn.Module:
+    """The model of ``directory`` ready to run at ``precision`` (see :func:`prepare`).
+
+    An INT8 directory (from :func:`save_int8`) loads as INT8 whatever ``precision`` says
+    ``int8`` or ``fp32`` (its float weights are gone); ``bf16`` is then an error.
+    """
+    from bertkit.checkpoint import load_pretrained
+
+    check_precision(precision)
+    directory = Path(directory)
+    if is_int8_dir(directory):
+        if precision == "bf16":
+            raise BertkitError(f"{directory} holds an INT8 model; use --precision int8")
+        return _load_int8(directory, model_class)
+    return prepare(load_pretrained(directory, model_class), precision)

@@ -1,0 +1,57 @@
+"""Tiny random task models saved as model directories (for the inference, precision, ONNX and
+server tests): 2 layers, width 16, the tiny vocabulary of ``tests/conftest.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from bertkit.checkpoint import save_pretrained
+from bertkit.config import BertConfig
+from bertkit.model import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from bertkit.tokenizer import BertTokenizer
+
+from .conftest import TINY_VOCAB
+
+LABELS = {
+    "classify": ["negative", "positive", "neutral"],
+    "pair": ["0", "1"],  # MRPC's labels
+    "regression": ["LABEL_0"],
+    "tagging": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+}
+
+
+def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 64) -> Path:
+    """Save a tiny random model of ``kind`` (classify, pair, regression, tagging, qa, squad2,
+    choice, mlm) under ``root/kind`` with its tokenizer; returns the directory."""
+    vocab = root / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
+    tok = BertTokenizer.from_file(vocab)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=max_positions)
+    labels = LABELS.get(kind)
+    extra = {}
+    if labels:
+        cfg.extra["id2label"] = {str(i): name for i, name in enumerate(labels)}
+    task = {"pair": "mrpc", "regression": "stsb", "squad2": "squad2", "qa": "squad"}.get(kind)
+    if task:
+        extra["bertkit_finetune"] = {"task": task, "options": {}, "max_seq_length": 48}
+    torch.manual_seed(seed)
+    model = {
+        "classify": BertForSequenceClassification, "pair": BertForSequenceClassification,
+        "regression": BertForSequenceClassification, "tagging": BertForTokenClassification,
+        "qa": BertForQuestionAnswering, "squad2": BertForQuestionAnswering,
+        "choice": BertForMultipleChoice, "mlm": BertForMaskedLM,
+    }[kind](cfg)
+    with torch.no_grad():  # larger random weights: the outputs differ clearly between inputs
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    return save_pretrained(model, root / kind, tokenizer=tok, extra_config=extra)

@@ -1,0 +1,126 @@
+"""Fine-tuning output directories: refused when taken, marked while unfinished, never torn,
+and ``resume`` ends with the weights of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertkit.errors import BertkitError
+from bertkit.runlog import read_log
+from bertkit.tasks import get_task
+from bertkit.tasks.finetune import FinetuneConfig, finetune
+from bertkit.tasks.run_dir import RunDir, unfinished_note
+
+from .finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
+
+CFG = {**FAST, "epochs": 3, "grid": {"lr": [FAST.get("lr", 1e-3), 5e-4]}}
+
+
+class Killed(Exception):
+    """Stands in for a kill -9 right after a resume state was written."""
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def toy_dir(tmp_path_factory):
+    return write_sst2(tmp_path_factory.mktemp("sst2"))
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir, toy_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref") / "out"
+    finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**CFG))
+    return out
+
+
+def _kill_after(monkeypatch, run: int, epoch: int):
+    original = RunDir.save_state
+
+    def save_then_die(self, state):
+        original(self, state)
+        if (state["extra"]["run"], state["extra"]["epoch"]) == (run, epoch):
+            raise Killed
+
+    monkeypatch.setattr(RunDir, "save_state", save_then_die)
+
+
+@pytest.mark.parametrize("run, epoch", [(1, 1), (2, 3)])
+def test_resume_ends_bit_identical(model_dir, toy_dir, reference, tmp_path, monkeypatch, run, epoch):
+    out = tmp_path / "out"
+    with monkeypatch.context() as m:
+        _kill_after(m, run, epoch)
+        with pytest.raises(Killed):
+            finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**CFG))
+    assert unfinished_note(out) and not (out / "results.json").exists()
+    with pytest.raises(BertkitError, match="unfinished fine-tuning run: pass --resume"):
+        finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**CFG))
+    finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**CFG, resume=True))
+    a, b = load_file(out / "model.safetensors"), load_file(reference / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (out / "predictions_dev.jsonl").read_bytes() == (reference / "predictions_dev.jsonl").read_bytes()
+    ours, theirs = json.loads((out / "results.json").read_text()), json.loads((reference / "results.json").read_text())
+    assert ours["best"]["metrics"] == theirs["best"]["metrics"]
+    assert unfinished_note(out) is None
+    assert [p.name for p in out.glob(".*")] == [".published.json"]  # no temp, state or marker
+    events = [r.get("event") for r in read_log(out / "log.jsonl")]
+    assert events.count("start") == 1 and events.count("resume") == 1
+
+
+def test_a_finished_out_is_refused_unless_overwrite(model_dir, toy_dir, reference, tmp_path):
+    with pytest.raises(BertkitError, match="already holds a fine-tuned model: pass --overwrite"):
+        finetune(get_task("sst2"), model_dir, toy_dir, reference, FinetuneConfig(**CFG))
+    with pytest.raises(BertkitError, match="nothing to resume"):
+        finetune(get_task("sst2"), model_dir, toy_dir, reference, FinetuneConfig(**CFG, resume=True))
+    out = tmp_path / "out"
+    one = {**FAST, "epochs": 1}
+    finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**one))
+    finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**one, overwrite=True))
+    events = [r.get("event") for r in read_log(out / "log.jsonl")]
+    assert events.count("start") == 1  # the old run's records are gone, not appended to
+
+
+def test_an_interrupted_publish_is_rolled_forward(tmp_path):
+    out = tmp_path / "out"
+    run_dir = RunDir(out)
+    run_dir.prepare()
+    for epoch in (1, 2):
+        staging = run_dir.staging()
+        (staging / "config.json").write_text(json.dumps({"epoch": epoch}))
+        (staging / "model.safetensors").write_text(f"weights {epoch}")
+        if epoch == 1:
+            run_dir.publish()
+    # killed after the journal was written and one file was renamed in
+    with open(out / ".publish.json", "w") as f:
+        json.dump({"files": ["config.json", "model.safetensors"], "previous": []}, f)
+    (staging / "model.safetensors").replace(out / "model.safetensors")
+    (out / ".config.json.abc.tmp").write_text("half")
+    assert json.loads((out / "config.json").read_text())["epoch"] == 1  # torn, for now
+    (out / ".unfinished.json").write_text("{}")
+    (out / ".resume.pt").write_bytes(b"")
+    with pytest.raises(BertkitError, match="unfinished"):
+        RunDir(out).prepare()
+    RunDir(out).prepare(resume=True)  # completes the publish and removes temp files
+    assert json.loads((out / "config.json").read_text())["epoch"] == 2
+    assert (out / "model.safetensors").read_text() == "weights 2"
+    assert not (out / ".publish.json").exists() and not (out / ".staging").exists()
+    assert not (out / ".config.json.abc.tmp").exists()
+    RunDir(out).prepare(overwrite=True)  # starting over clears the old run's files
+    assert not (out / "config.json").exists() and not (out / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("change", [{"batch": 0}, {"epochs": 0}, {"lr": -2e-5},
+                                    {"eval_batch": 0}, {"warmup": 2}])
+def test_hyper_parameters_are_checked_before_any_work(model_dir, tmp_path, change):
+    name = next(iter(change))
+    with pytest.raises(BertkitError, match=name):
+        finetune(get_task("sst2"), model_dir, tmp_path / "no-data", tmp_path / "out",
+                 FinetuneConfig(**{**FAST, **change}))
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,82 @@
+"""INT8 / bf16 inference precision and INT8 model directories."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.errors import BertkitError
+from bertkit.inference import load
+from bertkit.precision import INT8_FILE, is_int8, load_model, prepare, quantize_int8, save_int8
+
+from .task_models import make_task_model
+
+TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !"]
+
+
+@pytest.mark.parametrize("kind", ["classify", "tagging", "qa", "mlm"])
+def test_int8_and_bf16_stay_close_to_fp32(tmp_path, kind):
+    directory = make_task_model(tmp_path, kind)
+    ids = torch.tensor([[2, 5, 6, 7, 8, 5, 9, 16, 3]])
+    fp32 = load_model(directory)
+    with torch.no_grad():
+        ref = fp32(ids)
+        field = "start_logits" if kind == "qa" else "logits"
+        q = quantize_int8(load_model(directory))(ids)[field]
+        with torch.autocast("cpu", torch.bfloat16):
+            b = fp32(ids)[field].float()
+    scale = ref[field].abs().max().item()
+    assert (q - ref[field]).abs().max().item() < 0.1 * scale
+    assert (b - ref[field]).abs().max().item() < 0.1 * scale
+    assert not torch.equal(q, ref[field])  # really a different computation
+
+
+def test_int8_quantises_every_linear_but_the_tied_decoder(tmp_path):
+    model = quantize_int8(load_model(make_task_model(tmp_path, "mlm")))
+    linear = [n for n, m in model.named_modules() if type(m) is torch.nn.Linear]
+    assert linear == ["mlm_head.decoder"]
+    assert model.mlm_head.decoder.weight is model.bert.embeddings.word_embeddings.weight
+
+
+@pytest.mark.parametrize("kind", ["classify", "mlm", "qa"])
+def test_int8_directory_round_trip_is_exact(tmp_path, kind):
+    directory = make_task_model(tmp_path, kind)
+    model = quantize_int8(load_model(directory))
+    bert = load(directory)
+    out = save_int8(model, tmp_path / "int8", tokenizer=bert.tokenizer)
+    assert (out / INT8_FILE).is_file() and not (out / "model.safetensors").exists()
+    again = load_model(out)
+    assert is_int8(again)
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 21, 23, 25, 3, 0]])
+    mask = (ids != 0).long()
+    field = "start_logits" if kind == "qa" else "logits"
+    with torch.no_grad():
+        assert torch.equal(model(ids, None, mask)[field], again(ids, None, mask)[field])
+    served = load(out)  # the API takes the INT8 directory at its own precision
+    assert served.precision == "int8"
+    if kind == "classify":
+        assert served.predict(TEXTS) == load(directory, precision="int8").predict(TEXTS)
+    with pytest.raises(BertkitError, match="INT8"):
+        load(out, precision="bf16")
+
+
+def test_precision_errors(tmp_path):
+    directory = make_task_model(tmp_path, "classify")
+    with pytest.raises(BertkitError, match="unknown precision"):
+        load(directory, precision="int4")
+    model = prepare(load_model(directory), "int8")
+    with pytest.raises(BertkitError, match="int8"):
+        prepare(model, "fp32")
+
+
+def test_api_precisions_agree_on_predictions(tmp_path):
+    directory = make_task_model(tmp_path, "classify")
+    answers = {p: load(directory, precision=p).predict(TEXTS) for p in ("fp32", "bf16", "int8")}
+    for p in ("bf16", "int8"):
+        for a, b in zip(answers["fp32"], answers[p]):
+            assert {x["label"]: x["score"] for x in a} == pytest.approx(
+                {x["label"]: x["score"] for x in b}, abs=0.05)
+    emb32 = load(directory).embed(TEXTS, pool="mean")
+    emb8 = load(directory, precision="int8").embed(TEXTS, pool="mean")
+    assert np.abs(emb32 - emb8).max() < 0.1 * np.abs(emb32).max()
