@@ -280,14 +280,15 @@ def rank_micro_batches(idx: np.ndarray, ctx: DistContext, accum: int
 
 
 def _wrap_ddp(model, ctx: DistContext):
-    """``model`` in DistributedDataParallel when ``ctx`` is distributed (unused parameters,
-    e.g. the pooler of a token task, allowed)."""
+    """``model`` in DistributedDataParallel when ``ctx`` is distributed. Every trainable
+    parameter must receive a gradient each step (the task models leave out the pooler where
+    their head does not read it)."""
     if not ctx.distributed:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=True)
+    return DistributedDataParallel(model, device_ids=ids)
 
 
 def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
