@@ -91,3 +91,23 @@ def test_bounded_is_the_check_for_flags_no_dataclass_declares():
     assert bounded(int, ge=1)("3") == 3
     with pytest.raises(argparse.ArgumentTypeError, match=r"must be >= 1 \(got 0\)"):
         bounded(int, ge=1)("0")
+
+
+@dataclasses.dataclass
+class Grid:
+    rates: tuple[float, ...] = option((0.5, 0.25), "rates", gt=0, le=1)
+    names: tuple[str, ...] = option(("a",), "names")
+
+
+def test_tuple_fields_take_comma_lists_checked_per_value():
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_options(parser, Grid)
+    args = parser.parse_args(["--rates", "0.1, 1", "--names", "x,y"])
+    assert options_from_args(Grid, args) == {"rates": (0.1, 1.0), "names": ("x", "y")}
+    assert parser.parse_args([]).rates == (0.5, 0.25)
+    for bad in ("0.1,0", "2", ","):
+        with pytest.raises(argparse.ArgumentError):
+            parser.parse_args(["--rates", bad])
+    with pytest.raises(BertkitError, match="rates must be in"):
+        check_config(Grid(rates=(0.5, 1.5)), "grid.yaml")
+    check_config(Grid())

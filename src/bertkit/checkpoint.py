@@ -304,7 +304,12 @@ def save_pretrained(
 
 # ------------------------------------------------------------------ the tokenizer of a model directory
 def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None):
-    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt)."""
+    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt).
+
+    ``lowercase`` (``--lowercase``/``--cased``) overrides the saved casing; accent
+    stripping then follows it, and every other saved setting (``google_compat``, CJK
+    splitting, ``model_max_length``) is kept.
+    """
     if vocab is not None:
         return BertTokenizer.from_file(vocab, lowercase=True if lowercase is None else lowercase)
     try:
@@ -314,7 +319,9 @@ def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lower
             f"{model_dir}: no vocab.txt or tokenizer.json; pass the vocabulary (--vocab FILE)"
         ) from None
     if lowercase is not None and lowercase != tokenizer.lowercase:
-        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase)
+        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase, split_cjk=tokenizer.split_cjk,
+                                  model_max_length=tokenizer.model_max_length,
+                                  google_compat=tokenizer.google_compat)
     return tokenizer
 
 

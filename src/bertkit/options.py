@@ -6,7 +6,8 @@ Contract:
   ``dataclasses.field`` whose metadata holds the rest; ``flag`` overrides the command-line
   name (default ``--`` + the field name with dashes).
 * :func:`add_options` adds one argparse flag per field of a config dataclass (booleans as
-  ``--x/--no-x``), typed by the field's annotation and checked against its range *while
+  ``--x/--no-x``; a ``tuple[T, ...]`` field takes comma-separated values, at least one,
+  each checked), typed by the field's annotation and checked against its range *while
   parsing*, so argparse reports ``argument --batch-size: must be >= 1 (got 0)`` before any
   work; the help shows the default. :func:`options_from_args` reads the given values back.
 * :func:`check_config` checks a filled config against the same ranges and choices (values
@@ -76,6 +77,34 @@ def bounded(kind: type, ge=None, gt=None, le=None, lt=None) -> Callable[[str], A
     return parse
 
 
+def comma_list(kind: type, ge=None, gt=None, le=None, lt=None) -> Callable[[str], tuple]:
+    """An argparse ``type=``: ``"a,b"`` -> ``(kind(a), kind(b))``, each within the range."""
+    one = bounded(kind, ge, gt, le, lt) if kind in (int, float) else kind
+
+    def parse(text: str) -> tuple:
+        values = tuple(one(v.strip()) for v in text.split(",") if v.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"give at least one value (got {text!r})")
+        return values
+
+    parse.__name__ = f"comma-separated {kind.__name__}"
+    return parse
+
+
+def _shown(value: Any) -> str:
+    """A default as the user would type it: tuples comma-separated, floats short."""
+    if isinstance(value, tuple):
+        return ",".join(_shown(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def element_type(hint: Any) -> type | None:
+    """``tuple[float, ...]`` -> ``float``; None for a hint that is not such a tuple."""
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0]
+    return None
+
+
 def field_type(hint: Any) -> type:
     """``int | None`` -> ``int``: the type a field's value has when it is set."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
@@ -99,7 +128,7 @@ def _help(field: dataclasses.Field) -> str:
         text += f"; {limits}"
     default = field.default
     if default is not None and default is not False and default is not dataclasses.MISSING:
-        shown = "on" if default is True else str(default).replace("%", "%%")
+        shown = "on" if default is True else _shown(default).replace("%", "%%")
         text += f" (default: {shown})"
     return text
 
@@ -119,6 +148,11 @@ def add_options(parser, cls, *, only: Sequence[str] | None = None, skip: Sequenc
             parser.add_argument(flag_name(field), action=argparse.BooleanOptionalAction, **kwargs)
             continue
         choices = field.metadata.get("choices")
+        element = element_type(kind)
+        if element is not None:
+            parser.add_argument(flag_name(field), type=comma_list(element, **_limits(field)),
+                                metavar=field.metadata.get("metavar") or "A,B,...", **kwargs)
+            continue
         parse = bounded(kind, **_limits(field)) if kind in (int, float) else kind
         metavar = field.metadata.get("metavar") or (
             None if choices else flag_name(field).lstrip("-").upper().replace("-", "_"))
@@ -140,7 +174,8 @@ def check_config(config, source: str = "config") -> None:
         if choices and value not in choices:
             raise BertkitError(f"{source}: {field.name} must be one of {', '.join(choices)} "
                                f"(got {value!r})")
-        if isinstance(value, int | float):
-            error = range_error(value, **_limits(field))
-            if error:
-                raise BertkitError(f"{source}: {field.name} {error}")
+        for one in value if isinstance(value, tuple) else (value,):
+            if isinstance(one, int | float) and not isinstance(one, bool):
+                error = range_error(one, **_limits(field))
+                if error:
+                    raise BertkitError(f"{source}: {field.name} {error}")

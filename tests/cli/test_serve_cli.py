@@ -52,7 +52,7 @@ def test_help_shows_defaults(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = capsys.readouterr().out
-    assert "usage" in text and (command != "serve" or "default 8192" in text)
+    assert "usage" in text and (command != "serve" or "(default: 8192)" in text)
 
 
 def test_fill_mask_and_embed_take_a_precision(tmp_path, capsys):

@@ -156,3 +156,18 @@ def test_config_overrides(tmp_path):
     save_pretrained(BertModel(CFG), tmp_path)
     model = quiet_load(tmp_path, config_overrides={"hidden_dropout_prob": 0.0, "attention": "causal"})
     assert model.config.hidden_dropout_prob == 0.0 and model.config.attention == "causal"
+
+
+def test_casing_override_keeps_the_tokenizers_other_settings(tmp_path):
+    from bertkit.checkpoint import load_tokenizer
+    from bertkit.tokenizer import BertTokenizer
+    from bertkit.tokenizer.vocab import Vocab
+
+    vocab = Vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##a", "A", "##A"])
+    BertTokenizer(vocab, lowercase=True, model_max_length=64, google_compat=True).save_pretrained(tmp_path)
+    cased = load_tokenizer(tmp_path, lowercase=False)
+    assert not cased.lowercase and not cased.strip_accents
+    assert cased.google_compat and cased.model_max_length == 64
+    # Google's mode segments words of up to 200 characters (Hugging Face's: 100), cased
+    assert cased.tokenize("A" * 150) == ["A"] + ["##A"] * 149
+    assert load_tokenizer(tmp_path, lowercase=True).google_compat

@@ -147,8 +147,27 @@ def test_model_without_vocabulary(setup, tmp_path):
 def test_bad_grid_values(tmp_path):
     with pytest.raises(SystemExit):
         main(["downstream", "m", "--lrs", "fast"])
-    with pytest.raises(BertkitError, match="positive"):
+    with pytest.raises(BertkitError, match="lrs must be > 0"):
         DownstreamConfig(lrs=(0.0,)).validate()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--lrs", "1e-4,0"], "argument --lrs: must be > 0 (got 0)"),
+    (["--seeds", ","], "argument --seeds: give at least one value"),
+    (["--lrs", "1e-4,fast"], "argument --lrs: invalid float value: 'fast'"),
+    (["--epochs", "0"], "argument --epochs: must be >= 1 (got 0)"),
+])
+def test_comma_lists_are_checked_per_value_while_parsing(flags, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["downstream", "m", *flags])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_help_shows_list_defaults_as_typed(capsys):
+    with pytest.raises(SystemExit):
+        main(["downstream", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 0.0003,0.0001,5e-05)" in text and "(default: sst2,mrpc,stsb,rte,cola)" in text
 
 
 def test_mrpc_raw_layout_is_accepted(shared, tmp_path):

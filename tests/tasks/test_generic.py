@@ -12,6 +12,7 @@ import pytest
 from bertkit.cli.main import main
 from bertkit.errors import BertkitError, CheckpointError, DataFormatError
 from bertkit.tasks import get_task
+from bertkit.tasks.base import saved_task_options
 from bertkit.tasks.finetune import FinetuneConfig, finetune
 
 from .finetune_helpers import FAST, NOISE, make_model, one_thread, sentence, toy_rows  # noqa: F401
@@ -73,7 +74,9 @@ def test_pair_classification_from_jsonl(model_dir, tmp_path):
                 f.write(json.dumps(record) + "\n")
     task = get_task("text-pair-classification", text_column="q", pair_column="a", label_column="y")
     _, best = finetune(task, model_dir, tmp_path, tmp_path / "out", FinetuneConfig(**FAST))
-    assert task.labels == ["0", "1"] and best.metrics["accuracy"] >= 0.85
+    assert task.labels is None  # the task is not changed: the labels of train went to the model
+    assert saved_task_options(tmp_path / "out")[1]["labels"] == ["0", "1"]
+    assert best.metrics["accuracy"] >= 0.85
 
 
 def test_regression_from_tsv(model_dir, tmp_path):
@@ -96,8 +99,8 @@ def test_regression_from_tsv(model_dir, tmp_path):
 def test_bad_generic_input_is_reported_with_file_and_line(model_dir, tmp_path):
     write_csv(tmp_path / "train.csv", ["text", "label"], [("good", "a"), ("bad", "b")])
     (tmp_path / "dev.csv").write_text('text,label\ngood,a\n"bad,b\n')
-    task = get_task("text-classification")
-    task.read(tmp_path, "train")
+    task = get_task("text-classification").for_data(tmp_path)
+    assert task.labels == ["a", "b"]
     with pytest.raises(DataFormatError, match=r"dev\.csv:3: malformed CSV"):
         task.read(tmp_path, "dev")
     (tmp_path / "dev.csv").write_text("text,label\ngood,a\nbad,c\n")

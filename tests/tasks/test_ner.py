@@ -145,7 +145,7 @@ def ner_run(tmp_path_factory):
 
 def test_toy_ner_run_learns_entities_from_iob1_files(ner_run):
     task, data, out, best = ner_run
-    assert task.eval_splits() == ("dev", "test")
+    assert task.for_data(data).eval_splits() == ("dev", "test")  # the run scored test too
     assert best.metrics["f1"] > 0.7 and best.metrics["test.f1"] > 0.7
     records = [json.loads(line) for line in (out / "predictions_dev.jsonl").read_text().splitlines()]
     gold = task.read(data, "dev")
@@ -181,3 +181,21 @@ def test_real_conll_dev_every_word_gets_one_label(shared):
     gold_ids = [np.where(f["labels"] < 0, 0, f["labels"]) for f in fs.features]
     back = word_predictions(fs.meta, gold_ids, [len(s.words) for s in sentences], list(l2i))
     assert back == [s.tags for s in sentences]
+
+
+def test_tasks_are_not_changed_by_reading(tmp_path):
+    """Labels and the test split come from for_data (a new task); reading changes nothing."""
+    from bertkit.tasks import get_task
+
+    rows = [{"tokens": ["a", "b"], "tags": ["X", "Y"]}, {"tokens": ["c"], "tags": ["Z"]}]
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = get_task("token-classification")
+    task.read(tmp_path, "train")
+    assert task.labels is None and task.options == {} and task.eval_splits() == ("dev",)
+    ready = task.for_data(tmp_path)
+    assert ready is not task and ready.labels == ["X", "Y", "Z"]
+    assert ready.options == {"labels": ["X", "Y", "Z"]} and ready.eval_splits() == ("dev", "test")
+    assert ready.for_data(tmp_path) is ready
+    conll = get_task("ner")
+    assert conll.for_data(tmp_path / "nowhere") is conll

@@ -21,22 +21,11 @@ from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.tasks.finetune_config import FinetuneConfig
+from bertkit.tasks.task_options import GROUPS, TaskOptions, task_options_from
 
 # FinetuneConfig fields that are not plain ``finetune`` flags: the grid has its own syntax,
 # the rest are shared with evaluate/predict (declared in _common)
 _NOT_FLAGS = ("grid", "max_seq_length", "device", "precision", "progress", "bucket")
-
-_GENERIC = (
-    ("--text-column", "text_column", "column (or JSON field) of the text (default: text)"),
-    ("--pair-column", "pair_column", "column of the second text of a pair task (default: text_pair)"),
-    ("--label-column", "label_column", "column of the label (default: label)"),
-    ("--labels", "labels", "comma-separated label names in head order (default: sorted labels of train)"),
-    ("--id-column", "id_column", "column of an example id (default: the line number)"),
-    ("--format", "format", "csv, tsv or jsonl (default: from the file suffix)"),
-    ("--train-file", "train_file", "training file (default: DATA/train.{csv,tsv,jsonl})"),
-    ("--dev-file", "dev_file", "evaluation file (default: DATA/dev.{csv,tsv,jsonl})"),
-)
-
 
 def _task_help() -> str:
     from bertkit.tasks import TASKS
@@ -71,10 +60,11 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
                         help="CPU threads for torch (default: torch's)")
     add_progress_flag(parser)
     parser.add_argument("-o", "--task-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="task option (value parsed as JSON when it can be), repeatable")
-    group = parser.add_argument_group("generic tasks (text-classification, regression, ...)")
-    for flag, dest, text in _GENERIC:
-        group.add_argument(flag, dest=dest, default=None, help=text)
+                        help="a task option by its name (the flags below: e.g. -o doc_stride=64), "
+                             "typed and checked as its flag; repeatable")
+    for title, names in GROUPS.items():  # task options: one declaration, tasks/task_options.py
+        add_options(parser.add_argument_group(title), TaskOptions, only=names)
+    accept_negative_lists(parser)
 
 
 def register(subparsers) -> None:
@@ -91,13 +81,6 @@ def register(subparsers) -> None:
                          "epochs 2,3,4; or e.g. --grid lr=5e-5,3e-5 batch=32 epochs=3 seed=1,2 "
                          "(missing keys take the single values)")
     add_options(ft, FinetuneConfig, skip=_NOT_FLAGS)
-    fb = ft.add_argument_group("feature-based use (NER; the paper's section 5.3 ablation)")
-    fb.add_argument("--feature-based", action="store_true", default=None,
-                    help="freeze the encoder and train a BiLSTM tagger on its hidden states")
-    fb.add_argument("--feature-layers", metavar="LIST",
-                    help="hidden states to use, e.g. -1,-2,-3,-4 (the last four)")
-    fb.add_argument("--combine", choices=["concat", "sum"], help="how to join the layers")
-    accept_negative_lists(ft)
     ft.set_defaults(func=run_finetune)
 
     ev = subparsers.add_parser("evaluate", help="score a fine-tuned model on a task's dev data",
@@ -123,32 +106,6 @@ def register(subparsers) -> None:
 
 
 # ------------------------------------------------------------------ helpers
-def _option_value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def task_options(args, saved: dict | None = None) -> dict:
-    """Saved options (from the model directory), then the generic flags, then ``-o``."""
-    options = dict(saved or {})
-    for _, dest, _ in _GENERIC:
-        value = getattr(args, dest, None)
-        if value is not None:
-            options[dest] = value.split(",") if dest == "labels" else value
-    for dest in ("feature_based", "feature_layers", "combine"):
-        value = getattr(args, dest, None)
-        if value is not None:
-            options[dest] = value
-    for item in args.task_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BertkitError(f"bad task option {item!r}; expected KEY=VALUE")
-        options[key.strip().replace("-", "_")] = _option_value(value)
-    return options
-
-
 @contextlib.contextmanager
 def _plain_warnings():
     """Warnings as one ``bertkit: warning: ...`` line each (no source lines)."""
@@ -165,7 +122,7 @@ def _setup(args, for_training: bool):
 
     from bertkit.checkpoint import load_tokenizer
     from bertkit.tasks import canonical_name, get_task
-    from bertkit.tasks.base import FINETUNE_KEY, read_model_config
+    from bertkit.tasks.base import FINETUNE_KEY, read_model_config, saved_task_options
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -176,8 +133,9 @@ def _setup(args, for_training: bool):
         raise BertkitError(f"argument --max-seq-length: must be <= {limit}, the positions of "
                            f"{args.model} (got {args.max_seq_length})")
     entry = config.get(FINETUNE_KEY) or {}
-    saved = entry.get("options") if entry.get("task") == name and not for_training else None
-    task = get_task(name, **task_options(args, saved))
+    trained_on, saved = saved_task_options(args.model)
+    task = get_task(name, **task_options_from(args, saved if trained_on == name and not for_training
+                                              else None))
     tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
     return task, tokenizer, entry
 

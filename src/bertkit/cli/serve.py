@@ -14,34 +14,15 @@ PRECISION_HELP = "fp32 (default), bf16 autocast, or int8 dynamic quantisation (C
 
 def register(subparsers) -> None:
     """Add ``serve``, ``quantize``, ``export-onnx`` and ``attention``."""
+    from bertkit.options import add_options
     from bertkit.serve.config import ServeConfig
 
-    d = ServeConfig()
     serve = subparsers.add_parser(
         "serve", help="serve a model over HTTP (/predict, /embed, /fill-mask, page at /)",
         description="Serve MODEL_DIR with dynamic batching: concurrent requests share length-sorted "
                     "batches under a token budget; a full queue answers 503. See docs/serving.md.")
     serve.add_argument("model", metavar="MODEL_DIR", help="model directory (fine-tuned, INT8 or plain BERT)")
-    serve.add_argument("--host", default=d.host, help=f"address to bind (default {d.host}: this machine only)")
-    serve.add_argument("--port", type=int, default=d.port, help=f"port (default {d.port})")
-    serve.add_argument("--workers", type=int, default=d.workers,
-                       help=f"worker processes, each with its own model copy and batcher (default {d.workers})")
-    serve.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads per worker")
-    serve.add_argument("--precision", default=d.precision, choices=["fp32", "bf16", "int8"], help=PRECISION_HELP)
-    serve.add_argument("--device", default=d.device, help=f"cpu or cuda (default {d.device})")
-    serve.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens, metavar="N",
-                       help=f"padded tokens per forward pass (default {d.max_batch_tokens})")
-    serve.add_argument("--max-batch-size", type=int, default=d.max_batch_size, metavar="N",
-                       help=f"inputs per forward pass (default {d.max_batch_size})")
-    serve.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, metavar="MS",
-                       help=f"how long a batch waits for more requests (default {d.max_wait_ms:g})")
-    serve.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
-                       help=f"inputs waiting at most; beyond, 503 (default {d.max_queue})")
-    serve.add_argument("--max-items", type=int, default=d.max_items, metavar="N",
-                       help=f"inputs per request at most; beyond, 413 (default {d.max_items})")
-    serve.add_argument("--no-truncate", dest="truncate", action="store_false",
-                       help="answer 413 to a text over the model's limit (default: truncate, and "
-                            "name it in the X-Bertkit-Truncated header)")
+    add_options(serve, ServeConfig, skip=("model",))
     serve.set_defaults(func=run_serve)
 
     quantize = subparsers.add_parser("quantize", help="save an INT8 copy of a model directory",
@@ -72,14 +53,11 @@ def register(subparsers) -> None:
 
 
 def run_serve(args) -> int:
+    from bertkit.options import options_from_args
     from bertkit.serve.app import run
     from bertkit.serve.config import ServeConfig
 
-    config = ServeConfig(model=args.model, precision=args.precision, device=args.device, host=args.host,
-                         port=args.port, workers=args.workers, threads=args.threads,
-                         max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size,
-                         max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, max_items=args.max_items,
-                         truncate=args.truncate).check()
+    config = ServeConfig(**options_from_args(ServeConfig, args)).check()  # model: the positional
     from pathlib import Path
 
     if not (Path(args.model) / "config.json").is_file():

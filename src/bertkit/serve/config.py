@@ -5,41 +5,35 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from bertkit.errors import BertkitError
+from bertkit.options import check_config, option
 
 ENV_VAR = "BERTKIT_SERVE_CONFIG"  # how --workers hands the config to each worker process
 
 
 @dataclass
 class ServeConfig:
-    """Everything ``bertkit serve`` needs; defaults are the CLI's defaults."""
+    """Everything ``bertkit serve`` needs; each field declares its flag (``bertkit.options``)."""
 
     model: str = ""
-    precision: str = "fp32"
-    device: str = "cpu"
-    host: str = "127.0.0.1"
-    port: int = 8000
-    workers: int = 1
-    threads: int | None = None  # torch CPU threads per worker (None: torch's default)
-    max_batch_tokens: int = 8192  # padded tokens (rows x longest row) per forward pass
-    max_batch_size: int = 64  # rows per forward pass
-    max_wait_ms: float = 5.0  # how long the first row of a batch waits for company
-    max_queue: int = 1024  # rows waiting; more -> 503
-    max_items: int = 64  # inputs per request; more -> 413
-    truncate: bool = True  # over-long inputs: truncate (and say so) or 413
+    precision: str = option("fp32", "fp32, bf16 autocast, or int8 dynamic quantisation (CPU)",
+                            choices=("fp32", "bf16", "int8"))  # bertkit.precision.PRECISIONS
+    device: str = option("cpu", "cpu or cuda")
+    host: str = option("127.0.0.1", "address to bind (127.0.0.1: this machine only)")
+    port: int = option(8000, "port", ge=0, le=65535)
+    workers: int = option(1, "worker processes, each with its own model copy and batcher", ge=1)
+    threads: int | None = option(None, "torch CPU threads per worker (default: torch's)", ge=1)
+    max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",
+                                   ge=1, metavar="N")
+    max_batch_size: int = option(64, "inputs per forward pass", ge=1, metavar="N")
+    max_wait_ms: float = option(5.0, "how long a batch waits for more requests", ge=0, metavar="MS")
+    max_queue: int = option(1024, "inputs waiting at most; beyond, 503", ge=1, metavar="N")
+    max_items: int = option(64, "inputs per request at most; beyond, 413", ge=1, metavar="N")
+    truncate: bool = option(True, "over-long inputs: truncate and name them in the "
+                                  "X-Bertkit-Truncated header (--no-truncate: answer 413)")
 
     def check(self) -> ServeConfig:
         """``self``, or a :class:`BertkitError` naming the first bad option."""
-        from bertkit.precision import check_precision
-
-        check_precision(self.precision)
-        for name in ("workers", "max_batch_tokens", "max_batch_size", "max_queue", "max_items"):
-            if getattr(self, name) < 1:
-                raise BertkitError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if not 0 <= self.port <= 65535:
-            raise BertkitError(f"--port must be 0..65535, got {self.port}")
-        if self.max_wait_ms < 0:
-            raise BertkitError(f"--max-wait-ms must be >= 0, got {self.max_wait_ms}")
+        check_config(self, "serve")
         return self
 
     def to_json(self) -> str:

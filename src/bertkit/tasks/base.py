@@ -4,6 +4,7 @@ A :class:`Task` knows its data and its head; the one loop in :mod:`bertkit.tasks
 knows nothing task-specific. The loop calls, in order::
 
     task = create_task("sst2", **options)              # via bertkit.tasks.TASKS
+    task = task.for_data(data_dir)                     # labels from train when not given
     examples = task.read(data_dir, "train")            # any objects, file order
     feats = task.featurize(examples, tokenizer, max_seq_length, train=True)   # FeatureSet
     model = task.build_model(model_dir, config_overrides={...})   # head sized from labels
@@ -11,10 +12,14 @@ knows nothing task-specific. The loop calls, in order::
     outputs = {name: [per-feature numpy arrays]}       # task.output_names, in feature order
     task.evaluate(examples, feats, outputs) -> {"metric": value, ...}   # main metric first
     task.predict(examples, feats, outputs) -> [one JSON-able dict per example]
-    save_pretrained(model, out, tokenizer=tok, extra_config=task.config_entries())
+    save_pretrained(model, out, tokenizer=tok, extra_config=task.config_entries(metrics))
 
 Contract details:
 
+* **Unchanged after construction.** A task's name, labels and options are fixed when it is
+  built; reading, featurising and scoring never change them. A family whose labels (or
+  evaluation splits) come from the training data builds them in :meth:`Task.for_data`,
+  which returns a new task (the default returns the task itself).
 * **Splits.** ``read(data_dir, split)`` reads ``"train"`` or one of :meth:`eval_splits`
   (``("dev",)`` unless a family has more, e.g. MNLI's mismatched dev); malformed input
   raises :class:`~bertkit.errors.DataFormatError` with file and line. ``read_input(path)``
@@ -199,6 +204,11 @@ class Task:
         self.options = dict(options)
 
     # ------------------------------------------------------------ data (override)
+    def for_data(self, data_dir: str | Path) -> Task:
+        """This task as it trains on ``data_dir``: a family whose labels or splits come from
+        the training data returns a new task built with them (override); default: itself."""
+        return self
+
     def eval_splits(self) -> tuple[str, ...]:
         """Splits scored after every epoch; the first one's main metric selects the model."""
         return ("dev",)
@@ -271,8 +281,9 @@ class Task:
         """The model's output on a collated batch (its ``loss`` when targets are present)."""
         return model(**batch)
 
-    def config_entries(self) -> dict[str, Any]:
-        """Extra ``config.json`` fields of the fine-tuned model (labels, task, options)."""
+    def config_entries(self, metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        """Extra ``config.json`` fields of the fine-tuned model (labels, task, options);
+        ``metrics`` are the saved epoch's evaluation (a family may keep a tuned value)."""
         entries: dict[str, Any] = {"finetuning_task": self.name,
                                    FINETUNE_KEY: {"task": self.name, "options": self.options}}
         if self.labels is not None:

@@ -36,12 +36,13 @@ import math
 import shutil
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.fileio import atomic_path, atomic_write
+from bertkit.options import check_config, option
 
 __all__ = ["DEFAULT_TASKS", "DownstreamConfig", "downstream", "format_results", "plot_results"]
 
@@ -54,40 +55,34 @@ RESULTS_FILE, CHART_FILE = "results.json", "downstream.png"
 class DownstreamConfig:
     """Settings of ``bertkit downstream`` (``help`` metadata feeds the CLI)."""
 
-    out: str = field(default="downstream", metadata={"help": "output folder: runs, results.json, chart"})
-    tasks: tuple[str, ...] = field(default=DEFAULT_TASKS, metadata={
-        "help": "GLUE tasks, comma-separated"})
-    data: str = field(default="../shared/data/glue", metadata={
-        "help": "GLUE root holding the task folders (SST-2, MRPC, STS-B, RTE, CoLA, ...)"})
-    lrs: tuple[float, ...] = field(default=(3e-4, 1e-4, 5e-5), metadata={
-        "help": "learning rates of the grid (Google's small-BERT grid: 3e-4, 1e-4, 5e-5, 3e-5)"})
-    seeds: tuple[int, ...] = field(default=(1, 2, 3), metadata={"help": "seeds of the grid"})
-    epochs: int = field(default=3, metadata={"help": "epochs per run (best epoch kept, by dev)"})
-    batch_size: int = field(default=32, metadata={"help": "training batch size"})
-    max_seq_length: int = field(default=128, metadata={"help": "tokens per input"})
-    max_train_examples: int | None = field(default=None, metadata={
-        "help": "train on a fixed random sample of N examples per task (default: all)"})
-    precision: str = field(default="auto", metadata={"help": "auto, fp32, bf16, fp16"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda"})
-    random_init: bool = field(default=False, metadata={
-        "help": "fine-tune the same architecture from random weights (no pre-training)"})
-    keep_models: bool = field(default=False, metadata={
-        "help": "keep every run's fine-tuned weights (default: delete once scored)"})
-    progress: bool | None = field(default=None, metadata={
-        "help": "progress bars (default: on a terminal)"})
+    out: str = option("downstream", "output folder: runs, results.json, chart")
+    tasks: tuple[str, ...] = option(DEFAULT_TASKS, "GLUE tasks, comma-separated")
+    data: str = option("../shared/data/glue",
+                       "GLUE root holding the task folders (SST-2, MRPC, STS-B, RTE, CoLA, ...)")
+    lrs: tuple[float, ...] = option(
+        (3e-4, 1e-4, 5e-5), "learning rates of the grid (Google's small-BERT grid: 3e-4, 1e-4, "
+        "5e-5, 3e-5)", gt=0)
+    seeds: tuple[int, ...] = option((1, 2, 3), "seeds of the grid")
+    epochs: int = option(3, "epochs per run (best epoch kept, by dev)", ge=1)
+    batch_size: int = option(32, "training batch size", ge=1)
+    max_seq_length: int = option(128, "tokens per input", ge=1)
+    max_train_examples: int | None = option(
+        None, "train on a fixed random sample of N examples per task (default: all)", ge=1)
+    precision: str = option("auto", "autocast precision", choices=("auto", "fp32", "bf16", "fp16"))
+    device: str = option("auto", "device", choices=("auto", "cpu", "cuda"))
+    random_init: bool = option(False, "fine-tune the same architecture from random weights "
+                                      "(no pre-training)")
+    keep_models: bool = option(False, "keep every run's fine-tuned weights (default: delete once "
+                                      "scored)")
+    progress: bool | None = option(None, "progress bars (default: on a terminal)")
 
     def validate(self) -> DownstreamConfig:
+        """The config, once every value is in its declared range and the grid is not empty."""
         if not self.tasks:
             raise BertkitError("no task given (--tasks sst2,mrpc,...)")
         if not self.lrs or not self.seeds:
             raise BertkitError("the grid needs at least one learning rate and one seed")
-        if any(lr <= 0 for lr in self.lrs):
-            raise BertkitError(f"learning rates must be positive, got {list(self.lrs)}")
-        for name in ("epochs", "batch_size", "max_seq_length"):
-            if getattr(self, name) < 1:
-                raise BertkitError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_train_examples is not None and self.max_train_examples < 1:
-            raise BertkitError(f"max_train_examples must be >= 1, got {self.max_train_examples}")
+        check_config(self, "downstream")
         return self
 
 

@@ -410,6 +410,7 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
     logger = logger or RunLogger(out_dir / "log.jsonl")
     tokenizer = tokenizer or load_tokenizer(model_dir)
     check_vocabulary(tokenizer, load_config(model_dir).vocab_size, model_dir)
+    task = task.for_data(data_dir)  # labels from the training data where the task has none
     examples = task.read(data_dir, "train")
     if cfg.max_train_examples and len(examples) > cfg.max_train_examples:
         keep = np.sort(np.random.default_rng(0).permutation(len(examples))[: cfg.max_train_examples])
@@ -481,7 +482,7 @@ def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw:
 
     record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
               "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
-    extra = task.config_entries()
+    extra = task.config_entries(metrics)
     extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
     staging = run_dir.staging()
     save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)

@@ -93,23 +93,32 @@ class GenericTextTask(TextTask):
     def regression(self) -> bool:
         return self.is_regression
 
+    def for_data(self, data_dir: str | Path) -> GenericTextTask:
+        """Without ``labels``, a classification task takes the sorted labels of the training
+        file: a new task built with them (itself when the labels are known)."""
+        if self.is_regression or self.labels is not None:
+            return self
+        path = self._split_file(data_dir, "train")
+        examples = self._read_file(path)
+        if not examples:
+            raise BertkitError(f"{path}: no examples (the file is empty or holds only a header)")
+        found = sorted({str(ex.label) for ex in examples}, key=_sort_key)
+        if len(found) < 2:
+            raise BertkitError(f"{path}: found {len(found)} distinct label(s); "
+                               "classification needs at least two")
+        return GenericTextTask(self.name, **{**self.options, "labels": found})
+
     def read(self, data_dir: str | Path, split: str):
-        path = find_split_file(data_dir, split, self.options.get(f"{split}_file"))
-        infer = split == "train" and not self.is_regression and self.labels is None
-        examples = read_text_classification(
+        return self._read_file(self._split_file(data_dir, split))
+
+    def _split_file(self, data_dir: str | Path, split: str) -> Path:
+        return find_split_file(data_dir, split, self.options.get(f"{split}_file"))
+
+    def _read_file(self, path: Path):
+        return read_text_classification(
             path, text_column=self.text_column, pair_column=self.pair_column,
             label_column=self.label_column, labels=self.labels, regression=self.is_regression,
             id_column=self.options.get("id_column"), file_format=self.options.get("format"))
-        if infer:
-            found = sorted({str(ex.label) for ex in examples}, key=_sort_key)
-            if not examples:
-                raise BertkitError(f"{path}: no examples (the file is empty or holds only a header)")
-            if len(found) < 2:
-                raise BertkitError(f"{path}: found {len(found)} distinct label(s); "
-                                   "classification needs at least two")
-            self.labels = found
-            self.options["labels"] = found
-        return examples
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -122,7 +131,8 @@ class GenericTextTask(TextTask):
 
     def build_model(self, model_dir, config_overrides=None):
         if self.labels is None and not self.is_regression:
-            raise BertkitError(f"{self.name}: no labels yet; give --labels or read the train split first")
+            raise BertkitError(f"{self.name}: no labels yet; give --labels or build the task "
+                               "with for_data(DATA) (labels of the training file)")
         return super().build_model(model_dir, config_overrides)
 
 

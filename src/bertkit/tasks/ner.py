@@ -69,22 +69,36 @@ class TokenTask(Task):
     output_names = ("logits",)
     token_outputs = True
 
-    def __init__(self, name: str, **options: Any):
+    def __init__(self, name: str, *, has_test: bool = False, **options: Any):
         unknown = set(options) - _OPTIONS
         if unknown:
             raise BertkitError(f"{name}: unknown option(s) {', '.join(sorted(unknown))}; "
                                f"known: {', '.join(sorted(_OPTIONS))}")
         self.conll = name in ("ner", "conll2003")
         labels = options.get("labels") or (CONLL2003_LABELS if self.conll else None)
-        super().__init__(name, labels, **options)
+        super().__init__(name, labels, **{k: v for k, v in options.items() if k != "labels"})
+        if options.get("labels") is not None:  # given or found in train: saved with the model
+            self.options["labels"] = list(options["labels"])
         self.bio = bool(options.get("bio", self.conll))
         self.long_sentences = options.get("long_sentences", "split")
         self.feature_based = bool(options.get("feature_based", False))
-        self._has_test = False
+        self.has_test = has_test  # CoNLL's test split is scored beside dev (see for_data)
 
     # ------------------------------------------------------------ data
+    def for_data(self, data_dir: str | Path) -> TokenTask:
+        """A new task whose labels are the training file's tags (when none were given) and
+        which also scores ``test`` when ``data_dir`` has it; itself when nothing changes."""
+        data_dir = Path(data_dir)
+        has_test = self._find(data_dir, "test") is not None
+        options = dict(self.options)
+        if self.labels is None:
+            options["labels"] = label_list([s.tags for s in self.read(data_dir, "train")])
+        if has_test == self.has_test and options == self.options:
+            return self
+        return TokenTask(self.name, has_test=has_test, **options)
+
     def eval_splits(self) -> tuple[str, ...]:
-        return ("dev", "test") if self._has_test else ("dev",)
+        return ("dev", "test") if self.has_test else ("dev",)
 
     def _find(self, data_dir: Path, split: str) -> Path | None:
         given = self.options.get(f"{split}_file")
@@ -102,8 +116,6 @@ class TokenTask(Task):
         path = self._find(Path(data_dir), split)
         if path is None:
             raise BertkitError(f"{self.name}: no {split} file in {data_dir}")
-        if split == "train":
-            self._has_test = self._find(Path(data_dir), "test") is not None
         if self.conll:
             sentences = read_conll(path, to_iob2=True)
         else:
@@ -111,10 +123,7 @@ class TokenTask(Task):
                 path, self.options.get("tokens_field", "tokens"),
                 self.options.get("tags_field", "tags"), bio=self.bio, to_iob2=self.bio,
                 file_format=self.options.get("format"))
-        if self.labels is None and split == "train":
-            self.labels = label_list([s.tags for s in sentences])
-            self.options["labels"] = self.labels
-        elif self.labels is not None and self.conll:
+        if self.labels is not None and self.conll:
             _check_types(path, sentences, self.labels, self.name)
         return sentences
 

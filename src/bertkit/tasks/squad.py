@@ -64,7 +64,6 @@ class SquadTask(Task):
         super().__init__(name, None, **options)
         self.version_2 = name == "squad2"
         self.settings = {k: type(v)(options.get(k, v)) for k, v in _DEFAULTS.items()}
-        self.tuned_threshold: float | None = None
 
     @property
     def num_labels(self) -> int:
@@ -128,7 +127,6 @@ class SquadTask(Task):
         result = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds,
                                 self.settings["null_score_diff_threshold"], version="v2.0")
         result["best_f1_thresh"] = usable_threshold(dataset, predictions, result)
-        self.tuned_threshold = result["best_f1_thresh"]
         return {name: result[name] for name in self.metric_names if name in result}
 
     def predict(self, examples, features, outputs) -> list[dict]:
@@ -149,14 +147,15 @@ class SquadTask(Task):
         one split per directory, as the original)."""
         return write_prediction_files(self.answers(examples, features, outputs), directory)
 
-    def config_entries(self) -> dict[str, Any]:
-        """Also saves the tuned null threshold (v2.0) as the model's threshold option."""
-        entries = super().config_entries()
-        if self.version_2 and self.tuned_threshold is not None:
-            options = {**entries["bertkit_finetune"]["options"],
-                       "null_score_diff_threshold": self.tuned_threshold}
+    def config_entries(self, metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        """Also saves the null threshold tuned on dev (v2.0: ``metrics["best_f1_thresh"]``)
+        as the model's threshold option."""
+        entries = super().config_entries(metrics)
+        tuned = (metrics or {}).get("best_f1_thresh")
+        if self.version_2 and tuned is not None:
+            options = {**entries["bertkit_finetune"]["options"], "null_score_diff_threshold": tuned}
             entries["bertkit_finetune"] = {**entries["bertkit_finetune"], "options": options}
-            entries["null_score_diff_threshold"] = self.tuned_threshold
+            entries["null_score_diff_threshold"] = tuned
         return entries
 
 
