@@ -7,7 +7,10 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
   batch ``--text-batch``. Hugging Face gets the usual file-order batches padded to their
   longest sentence; bertkit gets the batches its ``embed``/``fill-mask`` use (sorted by
   length). "bertkit (file order)" runs bertkit on the Hugging Face batches too, so the
-  model speed and the batching gain can be told apart.
+  model speed and the batching gain can be told apart. "bertkit unpadded" is the same model
+  with ``attention_impl="unpadded"`` (``bertkit.model.unpadded``: position-wise work on the
+  real tokens only), on the sorted and on the file-order batches; ``--compile`` adds
+  "bertkit compiled" (``torch.compile(dynamic=True)``, compiled before timing).
 
 Each figure is the best of ``--rounds`` interleaved rounds (the CPU may be shared), each
 round running at least ``--min-time`` seconds (and at least one batch). Every
@@ -54,6 +57,8 @@ def parse_args(argv=None):
                    help="wall: sequences per wall-clock second (default); cpu: per CPU-second of "
                         "this process (steadier when other work shares the CPU)")
     p.add_argument("--no-eager", action="store_true", help="skip Hugging Face eager attention")
+    p.add_argument("--compile", action="store_true",
+                   help="also time bertkit under torch.compile(dynamic=True)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     return p.parse_args(argv)
 
@@ -128,9 +133,13 @@ def check_same_outputs(models, batch):
         for name, model in models.items():
             if name.startswith("hf"):
                 out = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
-                diff = (out - ref)[mask.bool()].abs().max().item()
-                if diff > 1e-3:
-                    raise SystemExit(f"{name} differs from bertkit by {diff:.2e}: not the same weights")
+            elif name != "bertkit":  # a bertkit variant
+                out = model(ids, types, mask).last_hidden_state
+            else:
+                continue
+            diff = (out - ref)[mask.bool()].abs().max().item()
+            if diff > 1e-3:
+                raise SystemExit(f"{name} differs from bertkit by {diff:.2e}: not the same weights")
 
 
 def compare(label, workloads, models, args, results):
@@ -151,6 +160,13 @@ def compare(label, workloads, models, args, results):
     parts = [f"{n} {v:8.1f}" for n, v in best.items()]
     ratios = [f"x{line[k]:.2f} vs {k.split(' / ')[1]}" for k in line if k.startswith("bertkit /")]
     print(f"  {label:<28} seq/s: " + " | ".join(parts) + "   bertkit " + ", ".join(ratios), flush=True)
+    for name in best:  # the variants against their padded/eager twin and Hugging Face
+        twin = {"bertkit unpadded": "bertkit", "bertkit compiled": "bertkit",
+                "bertkit unpadded (file order)": "bertkit (file order)"}.get(name)
+        if twin in best:
+            line[f"{name} / {twin}"] = best[name] / best[twin]
+            ref = f" x{best[name] / best['hf sdpa']:.2f} vs hf sdpa" if "hf sdpa" in best else ""
+            print(f"    {name}: x{best[name] / best[twin]:.2f} vs {twin},{ref}", flush=True)
 
 
 def bench_shape(shape: str, args, results, text_ids):
@@ -158,6 +174,11 @@ def bench_shape(shape: str, args, results, text_ids):
     torch.manual_seed(0)
     ours = BertModel(config).eval()
     models = {"bertkit": ours}
+    variants = {"bertkit unpadded": BertModel(BertConfig.preset(shape, attention_impl="unpadded"))}
+    variants["bertkit unpadded"].load_state_dict(ours.state_dict())
+    variants["bertkit unpadded"].eval()
+    if args.compile:
+        variants["bertkit compiled"] = torch.compile(ours, dynamic=True)
     with tempfile.TemporaryDirectory() as tmp:
         save_pretrained(ours, tmp)
         models["hf sdpa"] = load_hf(tmp, "sdpa")
@@ -192,6 +213,13 @@ def bench_shape(shape: str, args, results, text_ids):
         print(f"  (timing {len(by_length)} of each workload's batches, evenly spread)", flush=True)
     workloads = {"bertkit": ("bertkit", by_length), "bertkit (file order)": ("bertkit", file_order)}
     workloads.update({name: (name, file_order) for name in models if name.startswith("hf")})
+    models.update(variants)
+    check_same_outputs({"bertkit": ours, **variants}, file_order[0])
+    workloads["bertkit unpadded"] = ("bertkit unpadded", by_length)
+    workloads["bertkit unpadded (file order)"] = ("bertkit unpadded", file_order)
+    if "bertkit compiled" in variants:
+        run_batches(variants["bertkit compiled"], by_length, hf=False)  # compile before timing
+        workloads["bertkit compiled"] = ("bertkit compiled", by_length)
     compare(f"SST-2 dev batch {size}", workloads, models, args, results)
 
 

@@ -11,7 +11,17 @@ batch and masking (15% of positions, at most 20 per 128 tokens, NSP labels). Thr
                   positions, ``model.cls.predictions`` on them only, NSP on the pooled output;
 * ``bertkit-full`` (not run by default) - bertkit with ``sparse_last_layer = False``: the last
                   encoder layer at every position, to measure what running it at the masked
-                  positions and ``[CLS]`` only gains.
+                  positions and ``[CLS]`` only gains;
+* ``bertkit-unpadded`` (not run by default) - bertkit with ``attention_impl="unpadded"``
+                  (``bertkit.model.unpadded``: every position-wise op on the real tokens only);
+                  it pays on batches with padding, i.e. with ``--shards``;
+* ``bertkit-compiled`` (not run by default) - bertkit's model under
+                  ``torch.compile(dynamic=True)``.
+
+``--shards DIR`` (made by ``bertkit pretrain-data``) times real batches instead of the
+synthetic full-length ones: consecutive instances, padded to the data's length as
+``bertkit pretrain`` pads them (short sequences by ``short_seq_prob``), the steps cycling
+through ``--steps`` different batches; tokens/s then counts real (non-padding) tokens.
 
 ``--precision fp32,bf16`` (the default) runs every contender in both: bf16 is
 ``torch.autocast("cpu", dtype=torch.bfloat16)`` around the forward pass (bertkit through
@@ -63,15 +73,18 @@ def _autocast(precision: str):
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def bertkit_step(size: str, vocab: int, precision: str = "fp32", sparse_last_layer: bool = True):
+def bertkit_step(size: str, vocab: int, precision: str = "fp32", sparse_last_layer: bool = True,
+                 attention_impl: str = "padded", compiled: bool = False):
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
     from bertkit.training import TrainStep, build_optimizer, linear_warmup_decay
 
-    model = BertForPreTraining(BertConfig.preset(size, vocab_size=vocab)).train()
+    config = BertConfig.preset(size, vocab_size=vocab, attention_impl=attention_impl)
+    model = BertForPreTraining(config).train()
     model.sparse_last_layer = sparse_last_layer
     opt = build_optimizer(model, lr=1e-4)
-    step = TrainStep(model, opt, linear_warmup_decay(opt, 0, 10**6), device=torch.device("cpu"),
+    run = torch.compile(model, dynamic=True) if compiled else model
+    step = TrainStep(run, opt, linear_warmup_decay(opt, 0, 10**6), device=torch.device("cpu"),
                      precision=precision)
     return lambda batch: step([batch], lambda m, b: m(**b))
 
@@ -136,22 +149,45 @@ def bertkit_full_step(size: str, vocab: int, precision: str = "fp32"):
     return bertkit_step(size, vocab, precision, sparse_last_layer=False)
 
 
+def bertkit_unpadded_step(size: str, vocab: int, precision: str = "fp32"):
+    return bertkit_step(size, vocab, precision, attention_impl="unpadded")
+
+
+def bertkit_compiled_step(size: str, vocab: int, precision: str = "fp32"):
+    return bertkit_step(size, vocab, precision, compiled=True)
+
+
 CONTENDERS = {"bertkit": bertkit_step, "hf": hf_step, "hf-masked": hf_masked_step,
-              "bertkit-full": bertkit_full_step}
+              "bertkit-full": bertkit_full_step, "bertkit-unpadded": bertkit_unpadded_step,
+              "bertkit-compiled": bertkit_compiled_step}
 DEFAULT_CONTENDERS = "bertkit,hf,hf-masked"
 
 
-def time_interleaved(fns: dict, batch, steps: int, warmup: int) -> dict[str, dict[str, float]]:
+def shard_batches(directory: str, batch: int, count: int) -> list[dict[str, torch.Tensor]]:
+    """``count`` batches of ``batch`` consecutive instances of real pre-training data."""
+    from bertkit.pretraining.data import PretrainingDataset
+    from bertkit.pretraining.objectives import prepare_batch
+
+    data = PretrainingDataset(directory)
+    if len(data) < batch * count:
+        raise SystemExit(f"{directory}: {len(data)} instances, fewer than {batch} x {count}")
+    return [prepare_batch([data[i] for i in range(k * batch, (k + 1) * batch)], "mlm+nsp")["inputs"]
+            for k in range(count)]
+
+
+def time_interleaved(fns: dict, batches, steps: int, warmup: int) -> dict[str, dict[str, float]]:
     """Median wall and CPU seconds per step; the contenders take turns step by step, so a
-    burst of load from other processes hits all of them alike."""
-    for _ in range(warmup):
+    burst of load from other processes hits all of them alike. ``batches``: one batch, or a
+    list the steps cycle through."""
+    batches = batches if isinstance(batches, list) else [batches]
+    for k in range(warmup):
         for fn in fns.values():
-            fn(batch)
+            fn(batches[k % len(batches)])
     times = {name: {"wall": [], "cpu": []} for name in fns}
-    for _ in range(steps):
+    for k in range(steps):
         for name, fn in fns.items():
             wall, cpu = time.perf_counter(), time.process_time()
-            fn(batch)
+            fn(batches[k % len(batches)])
             times[name]["wall"].append(time.perf_counter() - wall)
             times[name]["cpu"].append(time.process_time() - cpu)
     return {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
@@ -173,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="leave glibc malloc as it is (default: keep freed memory, for every contender)")
     parser.add_argument("--contenders", default=DEFAULT_CONTENDERS,
                         help=f"subset of {', '.join(CONTENDERS)} (default {DEFAULT_CONTENDERS})")
+    parser.add_argument("--shards", metavar="DIR", help="real pre-training data (bertkit "
+                        "pretrain-data) instead of synthetic full-length batches")
     parser.add_argument("--precision", default="fp32,bf16",
                         help="comma-separated subset of fp32, bf16 (default: both, side by side)")
     args = parser.parse_args(argv)
@@ -196,11 +234,18 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes.split(","):
         batch_size = args.batch or DEFAULT_BATCH[size]
         steps = args.steps or DEFAULT_STEPS[size]
-        batch = make_batch(batch_size, args.seq, args.vocab, seed=0)
+        if args.shards:
+            batch = shard_batches(args.shards, batch_size, steps)
+            tokens = statistics.mean(int(b["attention_mask"].sum()) for b in batch)
+            padded = batch[0]["input_ids"].numel()
+            print(f"{size}: real batches from {args.shards}: {tokens:.0f} real tokens of "
+                  f"{padded} per batch ({1 - tokens / padded:.1%} padding)")
+        else:
+            batch = make_batch(batch_size, args.seq, args.vocab, seed=0)
+            tokens = batch_size * args.seq
         torch.manual_seed(0)
         fns = {run: CONTENDERS[run[0]](size, args.vocab, run[1]) for run in runs}
         result = time_interleaved(fns, batch, steps, args.warmup)
-        tokens = batch_size * args.seq
         for name, p in runs:
             wall, cpu = result[(name, p)]["wall"], result[(name, p)]["cpu"]
             ratio, gain = "", ""

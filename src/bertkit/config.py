@@ -3,7 +3,8 @@
 The field names are the Hugging Face ``config.json`` names, so a bertkit ``config.json`` is
 a Hugging Face one. Fields bertkit does not know are kept in ``extra`` and written back
 unchanged; a missing field takes its default. ``attention`` ("bidirectional" or "causal")
-is a bertkit extra that Hugging Face ignores.
+is a bertkit extra that Hugging Face ignores, and so is ``attention_impl`` ("padded", or
+"unpadded": the padding-free compute of :mod:`bertkit.model.unpadded`; same outputs).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from bertkit.errors import CheckpointError
 from bertkit.fileio import atomic_write
 
 ATTENTION_KINDS = ("bidirectional", "causal")
+ATTENTION_IMPLS = ("padded", "unpadded")
 
 # The label value every loss ignores (positions with nothing to predict), Hugging Face's
 # convention; MLM labels, token-task labels and the ltr targets all use it.
@@ -57,6 +59,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     attention: str = "bidirectional"
+    attention_impl: str = "padded"
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -68,6 +71,9 @@ class BertConfig:
             )
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, "
+                             f"got {self.attention_impl!r}")
 
     def _check_values(self) -> None:
         """Types and ranges of the shape and dropout fields: a wrong value is named here, not

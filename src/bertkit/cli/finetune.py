@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import warnings
 
@@ -169,6 +170,8 @@ def run_finetune(args) -> int:
             "grid": parse_grid(args.grid) if args.grid is not None else None,
             "max_seq_length": _train_max_len(args, task)})
         runs, best = finetune(task, args.model, args.data, args.out, cfg, tokenizer=tokenizer)
+    if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints the table
+        return 0
     print(format_table(runs, task.main_metric))
     print(f"best: {task.main_metric}={best.metrics[task.main_metric]:.4f} (lr={best.hyper.lr:g} "
           f"batch={best.hyper.batch} epochs={best.hyper.epochs} seed={best.hyper.seed}, "

@@ -14,6 +14,7 @@ from bertkit.config import BertConfig
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.encoder import BertEncoder
 from bertkit.model.outputs import ModelOutput
+from bertkit.model.unpadded import forward_unpadded, uses_unpadded
 
 
 def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -83,6 +84,8 @@ class BertModel(BertPreTrainedModel):
     ``hidden_states`` (embedding output + every layer) and ``attentions`` when asked.
     ``attention_mask`` is 1 for real tokens, 0 for padding. (The output at a few positions
     only, for pre-training: :func:`bertkit.model.sparse_last_layer.encode_at_positions`.)
+    ``config.attention_impl == "unpadded"``: computed on the real tokens only
+    (:mod:`bertkit.model.unpadded`), zeros at padding positions.
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
@@ -100,9 +103,12 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> ModelOutput:
+        key_mask = key_padding_mask(attention_mask)
+        if uses_unpadded(self, key_mask, output_attentions):
+            return forward_unpadded(self, input_ids, token_type_ids, key_mask, output_hidden_states)
         embedded = self.embeddings(input_ids, token_type_ids)
         last, all_hidden, all_attentions = self.encoder(
-            embedded, key_padding_mask(attention_mask), output_hidden_states, output_attentions
+            embedded, key_mask, output_hidden_states, output_attentions
         )
         return ModelOutput(
             last_hidden_state=last,

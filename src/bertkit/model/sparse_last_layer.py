@@ -102,18 +102,26 @@ def encode_at_positions(bert, input_ids: torch.Tensor, token_type_ids: torch.Ten
     """``BertModel`` ``bert``'s output at ``positions`` (B, Q) of each sequence only:
     ``last_hidden_state`` (B, Q, H), ``last_hidden_state[b, i]`` being the full output at
     ``positions[b, i]``; the pooler reads ``last_hidden_state[:, 0]``, so put position 0
-    (``[CLS]``) first for the usual ``pooled_output``."""
+    (``[CLS]``) first for the usual ``pooled_output``. Padding-free models
+    (:mod:`bertkit.model.unpadded`) run every layer but the last on the real tokens only."""
     from bertkit.model.bert import key_padding_mask
+    from bertkit.model.unpadded import encode_packed, uses_unpadded
 
     key_mask = key_padding_mask(attention_mask)
-    hidden = bert.embeddings(input_ids, token_type_ids)
     layers, causal, length = bert.encoder.layer, bert.encoder.causal, input_ids.shape[1]
+    if uses_unpadded(bert, key_mask):
+        packed, packing, _ = encode_packed(bert, input_ids, token_type_ids, key_mask,
+                                           num_layers=max(0, len(layers) - 1))
+        hidden = packing.unpack(packed)
+    else:
+        hidden = bert.embeddings(input_ids, token_type_ids)
+        if len(layers):
+            mask = build_attention_mask(key_mask, length, causal)
+            for layer in layers[:-1]:
+                hidden, _ = layer(hidden, mask)
     if len(layers) == 0:
         last = gather_positions(hidden, positions)
     else:
-        mask = build_attention_mask(key_mask, length, causal)
-        for layer in layers[:-1]:
-            hidden, _ = layer(hidden, mask)
         last = layer_at_positions(layers[-1], hidden, query_mask(key_mask, length, causal, positions), positions)
     pooled = bert.pooler(last) if bert.pooler is not None else None
     return ModelOutput(last_hidden_state=last, pooled_output=pooled)

@@ -99,6 +99,8 @@ def _overrides(config: PretrainConfig, vocab_size: int) -> dict:
         values.update(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
     if config.objective == "ltr":
         values["attention"] = "causal"
+    if config.attention_impl is not None:
+        values["attention_impl"] = config.attention_impl
     return values
 
 

@@ -39,6 +39,9 @@ class PretrainConfig:
     objective: str = option("mlm+nsp", "mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, "
                                        "causal mask)", choices=OBJECTIVES)
     dropout: float | None = option(None, "override hidden and attention dropout", ge=0, lt=1)
+    attention_impl: str | None = option(None, "padded, or unpadded: compute on the real tokens "
+                                              "only (default: the model's, else padded)",
+                                        choices=("padded", "unpadded"))
     steps: int = option(1000, "total optimizer steps (ignored with --budget, which plans them)", ge=1)
     batch_size: int = option(32, "micro-batch size per process", ge=1)
     grad_accum: int = option(1, "micro-batches per optimizer step (global batch = batch x accum "

@@ -23,6 +23,16 @@ Contract of :func:`finetune` (``task``: :class:`~bertkit.tasks.base.Task`):
   is written to ``out_dir`` with :func:`~bertkit.checkpoint.save_pretrained` (tokenizer, label
   names, task name and options, hyper-parameters, dev metrics) along with
   ``predictions_<split>.jsonl``; ``out_dir/results.json`` holds the table.
+
+Under ``torchrun`` (several processes; gloo on the CPU, NCCL on GPUs, the process group
+started by :func:`~bertkit.training.distributed.init_distributed`) ``cfg.batch`` stays the
+global batch: every process draws the same batch order, cuts each global batch into
+``world_size x grad_accum`` contiguous micro-batches (sizes differ by at most one; a slot left
+empty by the last batch runs a weight-0 stand-in) and takes its own ``grad_accum`` of them;
+each micro-batch's loss is weighted by its share of the global batch, so the update equals
+one process's over the whole batch. Evaluation batches are dealt round-robin to the
+processes and every output is gathered back (each feature exactly once); every process
+computes the same metrics, only rank 0 logs and writes files.
 """
 
 from __future__ import annotations
@@ -56,8 +66,9 @@ from bertkit.training import (
     linear_warmup_decay,
     resolve_precision,
 )
+from bertkit.training import distributed as dist
 from bertkit.training.cpu import bound_onednn_cache
-from bertkit.training.distributed import pick_device
+from bertkit.training.distributed import DistContext, pick_device
 from bertkit.training.sampler import length_batches
 
 __all__ = [
@@ -148,21 +159,36 @@ def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch
 
 def run_model(task: Task, model, features: FeatureSet, batch_size: int,
               device: torch.device | str = "cpu", precision: str = "fp32",
-              progress: bool | None = None, desc: str = "eval") -> dict[str, list[np.ndarray]]:
+              progress: bool | None = None, desc: str = "eval",
+              ctx: DistContext | None = None) -> dict[str, list[np.ndarray]]:
     """The model's ``task.output_names`` for every feature, in feature order (eval mode, no
-    gradients, length-sorted batches); rows of token outputs cut to the feature's length."""
+    gradients, length-sorted batches); rows of token outputs cut to the feature's length.
+
+    With a distributed ``ctx`` every rank must call it: rank ``r`` runs batches ``r``,
+    ``r + world_size``, ... and the outputs are gathered, so every rank returns all of them."""
     device = torch.device(device)
+    rank, world = (ctx.rank, ctx.world_size) if ctx is not None else (0, 1)
     model.eval()
-    outputs: dict[str, list] = {name: [None] * len(features) for name in task.output_names}
-    batches = length_batches(features.lengths, batch_size)
+    mine: list[tuple[int, dict[str, np.ndarray]]] = []
+    batches = length_batches(features.lengths, batch_size)[rank::world]
     with torch.inference_mode():
         for idx in tqdm(batches, desc=desc, disable=_bar_off(progress), leave=False):
             with autocast(device, precision):
                 out = task.compute(model, _to(features.collate(idx), device))
-            for name in task.output_names:
-                values = getattr(out, name).float().cpu().numpy()
-                for row, i in zip(values, idx):
-                    outputs[name][i] = row[: features.lengths[i]] if task.token_outputs else row
+            values = {name: getattr(out, name).float().cpu().numpy() for name in task.output_names}
+            for k, i in enumerate(idx):
+                mine.append((int(i), {name: v[k][: features.lengths[i]] if task.token_outputs else v[k]
+                                      for name, v in values.items()}))
+    parts = dist.all_gather_objects(mine) if world > 1 else [mine]
+    outputs: dict[str, list] = {name: [None] * len(features) for name in task.output_names}
+    seen = 0
+    for part in parts:
+        for i, rows in part:
+            for name, row in rows.items():
+                outputs[name][i] = row
+        seen += len(part)
+    if seen != len(features) or any(x is None for x in outputs[task.output_names[0]]):
+        raise RuntimeError(f"run_model: {seen} outputs gathered for {len(features)} features")
     return outputs
 
 
@@ -200,15 +226,16 @@ def featurize(task: Task, examples, tokenizer, max_seq_length: int, train: bool,
 
 
 def evaluate_sets(task: Task, model, sets: Sequence[EvalSet], batch_size: int,
-                  device="cpu", precision="fp32", progress: bool | None = None
-                  ) -> tuple[dict[str, float], list[dict]]:
+                  device="cpu", precision="fp32", progress: bool | None = None,
+                  ctx: DistContext | None = None) -> tuple[dict[str, float], list[dict]]:
     """Metrics over every eval set, flat: the first set's names as they are, the others
-    prefixed ``<split>.``; plus each set's raw outputs (for predictions)."""
+    prefixed ``<split>.``; plus each set's raw outputs (for predictions). Distributed
+    ``ctx``: see :func:`run_model` (every rank gets the same metrics)."""
     metrics: dict[str, float] = {}
     raw = []
     for k, s in enumerate(sets):
         outputs = run_model(task, model, s.features, batch_size, device, precision, progress,
-                            desc=f"eval {s.split}")
+                            desc=f"eval {s.split}", ctx=ctx)
         scores = task.evaluate(s.examples, s.features, outputs)
         metrics.update({(name if k == 0 else f"{s.split}.{name}"): float(v) for name, v in scores.items()})
         raw.append(outputs)
@@ -238,27 +265,63 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def rank_micro_batches(idx: np.ndarray, ctx: DistContext, accum: int
+                       ) -> tuple[list[np.ndarray], list[float]]:
+    """This rank's ``accum`` micro-batches of global batch ``idx`` and their loss weights.
+
+    ``idx`` is cut into ``world_size * accum`` contiguous slots (sizes differ by at most one);
+    rank ``r`` takes slots ``r*accum .. r*accum+accum-1``. A slot's weight is its share of the
+    global batch times ``world_size`` (DDP averages gradients over ranks), so the summed
+    update is the gradient of the batch's per-example mean loss. An empty slot (a last batch
+    smaller than the slots) runs ``idx[:1]`` with weight 0: every rank still takes part."""
+    slots = np.array_split(idx, ctx.world_size * accum)[ctx.rank * accum:(ctx.rank + 1) * accum]
+    weights = [len(part) / len(idx) * ctx.world_size for part in slots]
+    return [part if len(part) else idx[:1] for part in slots], weights
+
+
+def _wrap_ddp(model, ctx: DistContext):
+    """``model`` in DistributedDataParallel when ``ctx`` is distributed. Every trainable
+    parameter must receive a gradient each step (the task models leave out the pooler where
+    their head does not read it)."""
+    if not ctx.distributed:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
 def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSet], hyper: Hyper,
                  cfg: FinetuneConfig, logger: RunLogger, resume: dict | None = None,
                  on_epoch_end: Callable[[dict], None] | None = None,
-                 ) -> Iterator[tuple[Any, int, dict, list]]:
+                 ctx: DistContext | None = None) -> Iterator[tuple[Any, int, dict, list]]:
     """Fine-tune one grid point from ``model_dir``, yielding ``(model, epoch, metrics, raw
-    outputs)`` after every epoch's evaluation (the caller keeps the best model)."""
+    outputs)`` after every epoch's evaluation (the caller keeps the best model). With a
+    distributed ``ctx`` every rank runs it (see the module docstring); the model yielded is
+    the plain module, identical on every rank."""
     # ``on_epoch_end(state)`` receives the training state (model, optimizer, scheduler, RNG,
     # step) once the caller has handled an epoch; a ``resume`` state goes on after its epoch,
     # to the weights an uninterrupted run reaches.
-    device = pick_device(cfg.device)
+    ctx = ctx or DistContext(device=pick_device(cfg.device))
+    device = ctx.device
     precision = resolve_precision(cfg.precision, device)
     seed_everything(hyper.seed)
-    dropout = {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
-    model = task.build_model(model_dir, config_overrides=dropout).to(device)
+    overrides = {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
+    if cfg.attention_impl is not None:
+        overrides["attention_impl"] = cfg.attention_impl
+    model = task.build_model(model_dir, config_overrides=overrides).to(device)
+    if ctx.distributed:
+        torch.manual_seed(hyper.seed + 7919 * ctx.rank)  # same weights, dropout differs by rank
+    train_model = _wrap_ddp(model, ctx)
+    if cfg.compile:  # batch shapes vary (length buckets): one graph with symbolic sizes
+        train_model = torch.compile(train_model, dynamic=True)
     steps_per_epoch = math.ceil(len(train) / hyper.batch)
     total = steps_per_epoch * hyper.epochs
     # torch's fused AdamW is ~10x slower than foreach on the CPU: fused only on a GPU
     optimizer = build_optimizer(model, hyper.lr, cfg.weight_decay,
                                 implementation="auto" if device.type == "cuda" else "foreach")
     scheduler = linear_warmup_decay(optimizer, int(cfg.warmup * total), total)
-    step_fn = TrainStep(model, optimizer, scheduler, device=device, precision=precision,
+    step_fn = TrainStep(train_model, optimizer, scheduler, device=device, precision=precision,
                         max_grad_norm=cfg.max_grad_norm)
     run = asdict(hyper)
     step, first_epoch = 0, 1
@@ -271,20 +334,25 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
     for epoch in range(first_epoch, hyper.epochs + 1):
         model.train()
         rng = np.random.default_rng([hyper.seed, epoch])
-        loss_sum, loss_n = torch.zeros((), dtype=torch.float64), 0
+        loss_sum, loss_n = torch.zeros((), dtype=torch.float64, device=device), 0
         bar = tqdm(length_batches(train.lengths, hyper.batch, rng, cfg.bucket),
-                   desc=f"epoch {epoch}/{hyper.epochs}", disable=_bar_off(cfg.progress), leave=False)
+                   desc=f"epoch {epoch}/{hyper.epochs}", leave=False,
+                   disable=_bar_off(cfg.progress) if ctx.is_main else True)
         for idx in bar:
-            result = step_fn([_to(train.collate(idx), device)], task.compute)
-            loss_sum += result.outputs[0].loss.detach().double().cpu()
+            micro, weights = rank_micro_batches(idx, ctx, cfg.grad_accum)
+            result = step_fn([_to(train.collate(m), device) for m in micro], task.compute, weights)
+            for out, w in zip(result.outputs, weights):  # the batch's mean loss, over ranks
+                loss_sum += out.loss.detach().double() * (w / ctx.world_size)
             loss_n += 1
             step += 1
             if step % cfg.log_every == 0 or step == total:
+                mean = float(dist.all_reduce_sum(loss_sum)) / loss_n
                 logger.log(event="train", **run, epoch=epoch, step=step, steps=total,
-                           loss=float(loss_sum) / loss_n, lr_now=result.lr)
+                           loss=mean, lr_now=result.lr)
                 loss_sum.zero_()
                 loss_n = 0
-        metrics, raw = evaluate_sets(task, model, sets, cfg.eval_batch, device, precision, cfg.progress)
+        metrics, raw = evaluate_sets(task, model, sets, cfg.eval_batch, device, precision,
+                                     cfg.progress if ctx.is_main else False, ctx)
         logger.log(event="eval", **run, epoch=epoch, **metrics)
         yield model, epoch, metrics, raw
         if on_epoch_end is not None:  # after the caller kept (or not) this epoch's model
@@ -304,16 +372,41 @@ def _chosen_epoch(history: list[dict], main: str, select: str) -> int:
 
 def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | None = None,
              tokenizer=None, logger: RunLogger | None = None) -> tuple[list[RunResult], RunResult]:
-    """Run the grid (see the module docstring); returns every run and the best one."""
-    from bertkit.checkpoint import check_vocabulary, load_config, load_tokenizer
-
-    bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
+    """Run the grid (see the module docstring); returns every run and the best one (on every
+    rank under ``torchrun``; the process group is started here unless the caller did)."""
     cfg = cfg or FinetuneConfig()
     check_config(cfg, "finetune")
-    out_dir = Path(out_dir)
+    owned = not (torch.distributed.is_available() and torch.distributed.is_initialized())
+    ctx = dist.init_distributed(cfg.device)
+    try:
+        with warnings.catch_warnings():
+            if not ctx.is_main:  # warnings and records once, from rank 0
+                warnings.simplefilter("ignore")
+                logger = RunLogger(None, echo=False)
+            result = _finetune(task, model_dir, data_dir, Path(out_dir), cfg, tokenizer, logger, ctx)
+        dist.barrier()  # rank 0's files are complete when any rank returns
+        return result
+    finally:
+        if owned:
+            dist.shutdown()
+
+
+def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfig, tokenizer,
+              logger: RunLogger | None, ctx: DistContext) -> tuple[list[RunResult], RunResult]:
+    """:func:`finetune` in one process of ``ctx``: rank 0 alone prepares, marks and finishes
+    the run directory, writes states, models and results; every rank reads a resume state."""
+    from bertkit.checkpoint import check_vocabulary, load_config, load_tokenizer
+
+    if ctx.device.type == "cpu":
+        bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
     run_dir = RunDir(out_dir)
-    run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
-    saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
+    saved = None
+    if ctx.is_main:
+        run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
+        saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
+    dist.barrier()  # the directory is ready (and the log cut back) before anyone reads it
+    if cfg.resume and not ctx.is_main:
+        saved = _resume_state(run_dir, task, cfg, cut_log=False)
     logger = logger or RunLogger(out_dir / "log.jsonl")
     tokenizer = tokenizer or load_tokenizer(model_dir)
     check_vocabulary(tokenizer, load_config(model_dir).vocab_size, model_dir)
@@ -335,8 +428,9 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     if saved is not None:
         best["score"], runs = saved["best_score"], [_from_row(row) for row in saved["runs"]]
         logger.log(event="resume", run=saved["run"], epoch=saved["epoch"])
-    run_dir.mark_unfinished(task=task.name, run=saved["run"] if saved else 1, runs=len(points),
-                            epochs_done=saved["epoch"] if saved else 0, epochs=points[0].epochs)
+    if ctx.is_main:
+        run_dir.mark_unfinished(task=task.name, run=saved["run"] if saved else 1, runs=len(points),
+                                epochs_done=saved["epoch"] if saved else 0, epochs=points[0].epochs)
     for n, hyper in enumerate(points, 1):
         if saved is not None and n < saved["run"]:
             continue  # finished before the interruption: its result came back with the state
@@ -354,13 +448,15 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
                                     epochs_done=state["extra"]["epoch"], epochs=hyper.epochs)
 
         for model, epoch, metrics, raw in train_epochs(task, model_dir, train, sets, hyper, cfg,
-                                                       logger, resume, save_state):
+                                                       logger, resume,
+                                                       save_state if ctx.is_main else None, ctx):
             history.append(metrics)
             competes = cfg.select == "best" or epoch == hyper.epochs
             if competes and _score(metrics, main) > best["score"]:  # the best so far: keep it
                 best["score"] = _score(metrics, main)
-                _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir, run_dir,
-                            tokenizer, sets)
+                if ctx.is_main:
+                    _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir, run_dir,
+                                tokenizer, sets)
         if n == 1 and getattr(task, "load_notes", None):
             logger.log(event="model_notes", notes=task.load_notes)
         chosen = _chosen_epoch(history, main, cfg.select)
@@ -370,10 +466,11 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
                    seconds=round(result.seconds, 1), **result.metrics)
     chosen = max(runs, key=lambda r: _score(r.metrics, main))
     logger.log(event="best", **asdict(chosen.hyper), epoch=chosen.epoch, out=str(out_dir), **chosen.metrics)
-    with atomic_write(out_dir / "results.json") as f:
-        json.dump({"task": task.name, "main_metric": main, "select": cfg.select,
-                   "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
-    run_dir.finish()
+    if ctx.is_main:
+        with atomic_write(out_dir / "results.json") as f:
+            json.dump({"task": task.name, "main_metric": main, "select": cfg.select,
+                       "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
+        run_dir.finish()
     return runs, chosen
 
 
@@ -417,9 +514,9 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in f)
 
 
-def _resume_state(run_dir: RunDir, task: Task, cfg: FinetuneConfig) -> dict:
+def _resume_state(run_dir: RunDir, task: Task, cfg: FinetuneConfig, cut_log: bool = True) -> dict:
     """The saved state of the run in ``run_dir``, checked against these settings; the log is
-    cut back to the records written up to that state."""
+    cut back to the records written up to that state (``cut_log``: rank 0 only)."""
     state = run_dir.load_state()
     extra = state["extra"]
     before, now = json.loads(extra["settings"]), json.loads(_settings(task, cfg))
@@ -429,7 +526,7 @@ def _resume_state(run_dir: RunDir, task: Task, cfg: FinetuneConfig) -> dict:
                            f"{'; '.join(changed)}); resume with the same ones, or start over "
                            "with --overwrite")
     log = run_dir.out / "log.jsonl"
-    if log.is_file():
+    if cut_log and log.is_file():
         with open(log, "rb") as f:
             lines = f.readlines()[: extra["log_lines"]]
         with atomic_write(log, "wb") as f:

@@ -19,6 +19,9 @@ class FinetuneConfig:
 
     lr: float = option(2e-5, "peak learning rate", ge=0)
     batch: int = option(32, "training batch size", ge=1, flag="--batch-size")
+    grad_accum: int = option(1, "micro-batches per update (gradient accumulation): --batch-size "
+                                "is the global batch, each torchrun process takes "
+                                "batch / (processes x accum) examples at a time", ge=1)
     epochs: int = option(3, "epochs", ge=1)
     seed: int = option(42, "random seed", ge=0)
     grid: dict[str, Sequence] | None = None
@@ -37,6 +40,10 @@ class FinetuneConfig:
                          choices=("best", "last"))
     max_train_examples: int | None = option(None, "train on a fixed random sample of N examples",
                                             ge=1, metavar="N")
+    attention_impl: str | None = option(None, "padded, or unpadded: compute on the real tokens "
+                                              "only (default: the model's, else padded)",
+                                        choices=("padded", "unpadded"))
+    compile: bool = option(False, "torch.compile the model for training (dynamic shapes)")
     bucket: int = option(50, "batches sorted by length together (training)", ge=1)
     resume: bool = option(False, "continue the unfinished run in --out after its last finished "
                                  "epoch (same settings; ends with the weights of an "

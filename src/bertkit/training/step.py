@@ -3,7 +3,8 @@
 Contract: ``TrainStep(model, optimizer, scheduler, device=..., precision=...)`` is called
 with a list of micro-batches and ``compute(model, batch) -> output`` (an object with a scalar
 ``.loss``). It runs forward under autocast (bf16, or fp16 with a ``GradScaler``; fp32 by
-default), backward of ``loss / len(micro_batches)`` (gradient accumulation; DDP gradients
+default), backward of ``loss / len(micro_batches)`` - or of ``loss * weights[i]`` when
+``weights`` are given (uneven micro-batches) - (gradient accumulation; DDP gradients
 are all-reduced on the last micro-batch only), unscales, clips the global gradient norm at
 ``max_grad_norm``, steps optimizer and scheduler and clears gradients (``set_to_none``).
 A step whose gradient norm is not finite is skipped (no parameter or moment update; the
@@ -84,14 +85,16 @@ class TrainStep:
             return self.model.no_sync()
         return contextlib.nullcontext()
 
-    def __call__(self, micro_batches: Sequence[Any], compute: Callable[[nn.Module, Any], Any]) -> StepResult:
+    def __call__(self, micro_batches: Sequence[Any], compute: Callable[[nn.Module, Any], Any],
+                 weights: Sequence[float] | None = None) -> StepResult:
         n = len(micro_batches)
         outputs = []
         for i, batch in enumerate(micro_batches):
             with self._no_sync(i == n - 1):
                 with autocast(self.device, self.precision):
                     out = compute(self.model, batch)
-                self.scaler.scale(out.loss / n).backward()
+                scaled = out.loss / n if weights is None else out.loss * weights[i]
+                self.scaler.scale(scaled).backward()
             outputs.append(out)
         self.scaler.unscale_(self.optimizer)
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)

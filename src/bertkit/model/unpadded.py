@@ -1,0 +1,147 @@
+"""Padding-free compute (``BertConfig.attention_impl = "unpadded"``; MosaicBERT's "unpadding").
+
+A batch of variable-length sequences padded to T holds N <= B*T real tokens. Embeddings,
+the q/k/v and output projections, the feed-forward network and every LayerNorm are
+position-wise, so they run on the N packed real tokens only (a (N, H) matrix instead of
+(B*T, H)): that is most of a layer's FLOPs at BERT's lengths. Attention mixes positions
+within a sequence: its q/k/v rows are scattered back to (B, heads, T, d) for one
+``scaled_dot_product_attention`` call with the key-padding mask (each sequence attends to its
+own tokens only), and the context is packed again - or, on a GPU with the ``flash_attn``
+package, ``flash_attn_varlen_func`` runs on the packed tokens directly.
+
+Contract: with the same weights, :func:`forward_unpadded` equals ``BertModel.forward`` on
+the real tokens (float rounding; the tests hold it to 1e-5 in fp32); padding positions of
+its (B, T, H) outputs are zeros instead of the padded path's unused values. Dropout draws
+differ (other tensor shapes), so training runs agree in distribution, not bit for bit.
+Attention probabilities (``output_attentions``) are computed by the padded path only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from bertkit.model.attention import build_attention_mask
+from bertkit.model.encoder import EncoderLayer
+from bertkit.model.outputs import ModelOutput
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the real tokens of a (B, T) batch sit: ``indices`` (N,) into the flattened
+    batch, in (row, position) order, so each sequence's tokens are contiguous."""
+
+    indices: torch.Tensor
+    batch: int
+    length: int
+    key_mask: torch.Tensor  # (B, T) bool, True for real tokens
+
+    @classmethod
+    def from_mask(cls, key_mask: torch.Tensor) -> Packing:
+        batch, length = key_mask.shape
+        indices = key_mask.reshape(-1).nonzero().squeeze(1)
+        return cls(indices, batch, length, key_mask)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) -> (N, ...): the real tokens' rows."""
+        return x.reshape(self.batch * self.length, *x.shape[2:]).index_select(0, self.indices)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros at padding."""
+        out = x.new_zeros(self.batch * self.length, *x.shape[1:])
+        return out.index_copy(0, self.indices, x).view(self.batch, self.length, *x.shape[1:])
+
+    def cu_seqlens(self) -> torch.Tensor:
+        """int32 (B+1,) offsets of each sequence in the packed tokens (flash-attn's format)."""
+        counts = self.key_mask.sum(1, dtype=torch.int32)
+        return F.pad(counts.cumsum(0, dtype=torch.int32), (1, 0))
+
+
+def embed_packed(embeddings, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                 packing: Packing) -> torch.Tensor:
+    """``BertEmbeddings`` on the real tokens only: (N, H)."""
+    length = packing.length
+    limit = embeddings.position_embeddings.num_embeddings
+    if length > limit:
+        raise ValueError(f"sequence length {length} exceeds max_position_embeddings {limit}; "
+                         "truncate the input")
+    ids = packing.pack(input_ids).long()
+    positions = packing.indices % length
+    if token_type_ids is None:
+        segments = embeddings.token_type_embeddings.weight[0]
+    else:
+        segments = embeddings.token_type_embeddings(packing.pack(token_type_ids).long())
+    summed = embeddings.word_embeddings(ids) + segments + embeddings.position_embeddings(positions)
+    return embeddings.dropout(embeddings.LayerNorm(summed))
+
+
+def _flash_varlen():
+    try:
+        from flash_attn import flash_attn_varlen_func
+    except ImportError:
+        return None
+    return flash_attn_varlen_func
+
+
+def _attention_packed(attention, hidden: torch.Tensor, packing: Packing,
+                      mask: torch.Tensor | None) -> torch.Tensor:
+    """Self-attention context (N, H) of packed ``hidden`` (N, H), per sequence."""
+    heads, size = attention.num_heads, attention.head_size
+    qkv = attention.qkv(hidden)  # (N, 3H)
+    dropout = attention.dropout_prob if attention.training else 0.0
+    flash = _flash_varlen() if hidden.is_cuda and qkv.dtype in (torch.float16, torch.bfloat16) else None
+    if flash is not None:
+        q, k, v = qkv.view(-1, 3, heads, size).unbind(1)
+        cu = packing.cu_seqlens()
+        longest = int(packing.key_mask.sum(1).max())
+        context = flash(q, k, v, cu, cu, longest, longest, dropout_p=dropout, causal=attention.causal)
+        return context.reshape(hidden.shape[0], heads * size)
+    padded = packing.unpack(qkv).view(packing.batch, packing.length, 3, heads, size)
+    query, key, value = padded.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
+    return packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, heads * size))
+
+
+def layer_packed(layer: EncoderLayer, hidden: torch.Tensor, packing: Packing,
+                 mask: torch.Tensor | None) -> torch.Tensor:
+    """One encoder block on packed tokens: (N, H) -> (N, H) (``mask`` from
+    :func:`~bertkit.model.attention.build_attention_mask`)."""
+    context = _attention_packed(layer.attention.self, hidden, packing, mask)
+    attended = layer.attention.output(context, hidden)
+    return layer.output(layer.intermediate(attended), attended)
+
+
+def encode_packed(bert, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                  key_mask: torch.Tensor, num_layers: int | None = None,
+                  output_hidden_states: bool = False):
+    """Embeddings and the first ``num_layers`` (default all) layers of ``BertModel`` ``bert``
+    on packed tokens: ``(packed (N, H), packing, hidden states (B, T, H) or None)``."""
+    packing = Packing.from_mask(key_mask)
+    mask = build_attention_mask(key_mask, packing.length, bert.encoder.causal)
+    hidden = embed_packed(bert.embeddings, input_ids, token_type_ids, packing)
+    states = [packing.unpack(hidden)] if output_hidden_states else None
+    layers = bert.encoder.layer
+    for layer in layers[: len(layers) if num_layers is None else num_layers]:
+        hidden = layer_packed(layer, hidden, packing, mask)
+        if states is not None:
+            states.append(packing.unpack(hidden))
+    return hidden, packing, tuple(states) if states is not None else None
+
+
+def forward_unpadded(bert, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                     key_mask: torch.Tensor, output_hidden_states: bool = False) -> ModelOutput:
+    """``BertModel.forward``'s result computed on the real tokens only (see the module doc)."""
+    hidden, packing, states = encode_packed(bert, input_ids, token_type_ids, key_mask,
+                                            output_hidden_states=output_hidden_states)
+    last = states[-1] if states is not None else packing.unpack(hidden)
+    pooled = bert.pooler(last) if bert.pooler is not None else None
+    return ModelOutput(last_hidden_state=last, pooled_output=pooled, hidden_states=states)
+
+
+def uses_unpadded(bert, key_mask: torch.Tensor | None, output_attentions: bool = False) -> bool:
+    """Whether ``bert`` runs padding-free on this batch: the option is on, some token is
+    padding, and no attention probabilities are asked for."""
+    return (key_mask is not None and not output_attentions
+            and getattr(bert.config, "attention_impl", "padded") == "unpadded")

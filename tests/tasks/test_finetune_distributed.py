@@ -1,0 +1,126 @@
+"""``torchrun --nproc_per_node 2`` fine-tuning on the CPU follows one process at the same global
+batch (gradient accumulation 2, dropout off): same dev metrics, predictions and final weights,
+for a classification task, NER and SQuAD - one torchrun launch runs the three ``finetune``
+commands, so the test pays the start-up once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import bertkit
+from bertkit.cli.main import main
+from bertkit.runlog import read_log
+
+from .finetune_helpers import make_model, write_sst2
+from .test_ner import write_toy_conll
+from .test_squad import toy_squad
+
+# sizes chosen so that the last training batch (global 8) holds 1 example: one of its two
+# slots is empty (a weight-0 stand-in runs there), and the eval sets end in uneven batches
+_RUNNER = """
+import json, sys
+from bertkit.cli.main import main
+from bertkit.training import distributed as dist
+dist.init_distributed("cpu")
+try:
+    for argv in json.loads(sys.argv[1]):
+        assert main(argv) == 0, argv
+finally:
+    dist.shutdown()
+"""
+
+
+def _torchrun() -> str:
+    found = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(found).exists():
+        pytest.skip("torchrun not available")
+    return found
+
+
+def _commands(tmp_path: Path, out: str, accum: int) -> list[list[str]]:
+    model, data = str(tmp_path / "model"), tmp_path / "data"
+    common = ["--model", model, "--batch-size", "8", "--grad-accum", str(accum), "--epochs", "2",
+              "--dropout", "0", "--lr", "2e-3", "--eval-batch-size", "8", "--log-every", "3",
+              "--no-progress", "--device", "cpu", "--select", "last"]
+    return [
+        ["finetune", "sst2", "--data", str(data / "sst2"), "--out", str(tmp_path / out / "sst2"),
+         "--max-seq-length", "32", "--grid", "lr=2e-3,1e-3", *common],
+        ["finetune", "conll2003", "--data", str(data / "conll"), "--out",
+         str(tmp_path / out / "conll"), "--max-seq-length", "32", *common],
+        ["finetune", "squad", "--data", str(data / "squad"), "--out", str(tmp_path / out / "squad"),
+         "--max-seq-length", "40", "-o", "doc_stride=16", "-o", "max_query_length=8", *common],
+    ]
+
+
+def _make_data(tmp_path: Path) -> None:
+    make_model(tmp_path / "model")
+    data = tmp_path / "data"
+    write_sst2(data / "sst2", train=57, dev=45)
+    write_toy_conll(data / "conll", (("train.txt", 49, 1), ("dev.txt", 27, 2), ("test.txt", 13, 3)))
+    (data / "squad").mkdir()
+    for split, n, seed in (("train", 41, 1), ("dev", 23, 2)):
+        (data / "squad" / f"{split}-v1.1.json").write_text(json.dumps(toy_squad(n, seed, False)))
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
+    torchrun = _torchrun()
+    _make_data(tmp_path)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for argv in _commands(tmp_path, "single", accum=2):
+            assert main(argv) == 0, argv
+    finally:
+        torch.set_num_threads(threads)
+    capfd.readouterr()
+    script = tmp_path / "runner.py"
+    script.write_text(_RUNNER)
+    src = str(Path(bertkit.__file__).parents[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(script),
+         json.dumps(_commands(tmp_path, "ddp", accum=1))],
+        capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.count("best: ") == 3, proc.stdout  # rank 0 prints, once per command
+    assert "terminate called" not in proc.stderr
+
+    for task in ("sst2", "conll", "squad"):
+        one, two = tmp_path / "single" / task, tmp_path / "ddp" / task
+        a, b = (json.loads((d / "results.json").read_text()) for d in (one, two))
+        assert len(a["runs"]) == len(b["runs"]) == (2 if task == "sst2" else 1)
+        for ra, rb in zip(a["runs"], b["runs"]):
+            for ha, hb in zip(ra["history"], rb["history"]):
+                assert set(ha) == set(hb)
+                for name in ha:
+                    assert hb[name] == pytest.approx(ha[name], abs=1e-4), (task, name)
+        log_a, log_b = read_log(one / "log.jsonl"), read_log(two / "log.jsonl")
+        assert [r["event"] for r in log_a] == [r["event"] for r in log_b]  # logged once
+        for ra, rb in zip(log_a, log_b):
+            if ra["event"] == "train":
+                assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-4, abs=1e-5), task
+        wa, wb = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+        assert set(wa) == set(wb)
+        for name in wa:
+            torch.testing.assert_close(wb[name], wa[name], rtol=1e-4, atol=1e-4)
+        # every dev example predicted exactly once, in order
+        for pred in sorted(p.name for p in one.glob("predictions_*.jsonl")):
+            rows_a = (one / pred).read_text().splitlines()
+            rows_b = (two / pred).read_text().splitlines()
+            assert len(rows_a) == len(rows_b) > 0
+    sst2 = [json.loads(line) for line in (tmp_path / "ddp" / "sst2" / "predictions_dev.jsonl")
+            .read_text().splitlines()]
+    assert len(sst2) == 45
+    squad = json.loads((tmp_path / "ddp" / "squad" / "predictions.json").read_text())
+    assert len(squad) == 23
