@@ -8,7 +8,7 @@ WordPieces (``[CLS]``/``[SEP]`` not counted); a document's last, shorter group i
 so every word and entity of the input is in the output exactly once. Prints how many texts
 and entities lie (partly) beyond the first ``--limit - 2`` pieces (what truncation loses).
 
-    python bench/conll_join.py ../shared/data/conll2003/dev.txt /tmp/conll_long \
+    python bench/conll_join.py ../shared/data/conll2003/dev.txt out/conll_long \
         --tokenizer ../shared/data/models/bert-tiny-splade
 """
 

@@ -25,14 +25,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/data")
 PY = sys.executable
 TINY = str(SHARED / "models" / "bert-tiny-splade")
 GLUE = SHARED / "glue"
@@ -584,7 +583,7 @@ def _line(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scratch", nargs="?", default="/tmp/bertkit-robustness")
+    parser.add_argument("scratch", nargs="?", default=str(Path(tempfile.gettempdir()) / "bertkit-robustness"))
     parser.add_argument("--only", default=None, help="comma-separated case names")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--table", action="store_true", help="print the table of an earlier run")

@@ -152,8 +152,8 @@ def safe_torch_load(path: str | Path, what: str = "file"):
             raise CheckpointError(
                 f"{path}: not loaded, for safety: this {what} holds Python objects other than "
                 "tensors, which could run code when loaded. If you trust its source, convert it "
-                "once to safetensors in Python: state = torch.load(PATH, weights_only=False); "
-                "safetensors.torch.save_file(state, 'model.safetensors')") from None
+                "once to safetensors in Python: load it with torch.load and weights_only=False, "
+                "then safetensors.torch.save_file(state_dict, 'model.safetensors')") from None
         first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
         raise CheckpointError(f"{path}: unreadable {what} ({first})") from None
 

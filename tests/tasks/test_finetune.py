@@ -28,16 +28,6 @@ from .finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: 
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture(scope="module")
-def toy_dir(tmp_path_factory):
-    return write_sst2(tmp_path_factory.mktemp("sst2"))
-
-
-@pytest.fixture(scope="module")
 def trained(model_dir, toy_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     runs, best = finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**FAST))

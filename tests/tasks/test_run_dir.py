@@ -25,16 +25,6 @@ class Killed(Exception):
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture(scope="module")
-def toy_dir(tmp_path_factory):
-    return write_sst2(tmp_path_factory.mktemp("sst2"))
-
-
-@pytest.fixture(scope="module")
 def reference(model_dir, toy_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "out"
     finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**CFG))
