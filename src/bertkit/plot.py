@@ -34,7 +34,9 @@ def _run_name(run: Path) -> str:
     return run.name if run.is_dir() else run.parent.name
 
 
-def _save(fig, out: Path) -> Path:
+def save_figure(fig, out: str | Path) -> Path:
+    """Write ``fig`` as a PNG atomically (a kill never leaves half a file) and close it."""
+    out = Path(out)
     import matplotlib.pyplot as plt
 
     check_writable(out, "plot")
@@ -44,7 +46,8 @@ def _save(fig, out: Path) -> Path:
     return out
 
 
-def _pyplot():
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,7 +63,7 @@ def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
     panels = {title: keys for title, keys in panels.items() if keys}
     if not panels:
         raise BertkitError(f"{log}: no metrics to plot yet")
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
     for ax, (title, keys) in zip(axes[:, 0], panels.items()):
         for key in keys:
@@ -72,7 +75,7 @@ def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
     axes[-1, 0].set_xlabel("step")
     fig.suptitle(_run_name(run))
     fig.tight_layout()
-    return _save(fig, Path(out) if out else log.parent / "curves.png")
+    return save_figure(fig, Path(out) if out else log.parent / "curves.png")
 
 
 def plot_runs(runs: list[str | Path], out: str | Path, metrics: list[str] | None = None) -> Path:
@@ -84,7 +87,7 @@ def plot_runs(runs: list[str | Path], out: str | Path, metrics: list[str] | None
     keys = [k for k in wanted if any(k in r for records in logs.values() for r in records)]
     if not keys:
         raise BertkitError(f"none of the runs logged {', '.join(wanted)}")
-    plt = _pyplot()
+    plt = pyplot()
     columns = 2 if len(keys) > 1 else 1
     rows = -(-len(keys) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 2.6 * rows), squeeze=False)
@@ -100,12 +103,12 @@ def plot_runs(runs: list[str | Path], out: str | Path, metrics: list[str] | None
     for ax in list(axes.flat)[len(keys):]:
         ax.set_visible(False)
     fig.tight_layout()
-    return _save(fig, Path(out))
+    return save_figure(fig, Path(out))
 
 
 def plot_attention(tokens: list[str], matrix, out: str | Path, title: str = "") -> Path:
     """One head's attention (rows: queries, columns: keys, both ``tokens``) as a PNG heat map."""
-    plt = _pyplot()
+    plt = pyplot()
     size = min(14.0, 2.5 + 0.32 * len(tokens))
     fig, ax = plt.subplots(figsize=(size, size))
     image = ax.imshow(matrix, cmap="Blues", vmin=0.0, vmax=1.0)
@@ -117,4 +120,4 @@ def plot_attention(tokens: list[str], matrix, out: str | Path, title: str = "") 
         ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    return _save(fig, Path(out))
+    return save_figure(fig, Path(out))

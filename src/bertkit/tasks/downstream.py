@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.fileio import atomic_path, atomic_write
+from bertkit.fileio import atomic_write
 from bertkit.options import check_config, option
 
 __all__ = ["DEFAULT_TASKS", "DownstreamConfig", "downstream", "format_results", "plot_results"]
@@ -259,10 +259,9 @@ def format_results(results: dict[str, Any]) -> str:
 
 def plot_results(results: dict[str, Any], path: str | Path) -> Path:
     """Bar chart of every task's chosen mean (x 100) with its spread over seeds."""
-    import matplotlib
+    from bertkit.plot import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(results["tasks"])
     means = [100 * results["tasks"][t]["mean"] for t in names]
@@ -277,8 +276,4 @@ def plot_results(results: dict[str, Any], path: str | Path) -> Path:
     title = Path(results["model"]).name + (" (random init)" if results["random_init"] else "")
     ax.set_title(f"downstream: {title}")
     fig.tight_layout()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.errors import CheckpointError
-from bertkit.fileio import atomic_path, atomic_write
+from bertkit.fileio import atomic_write
 from bertkit.model.pruning import (
     count_heads,
     head_importance,
@@ -157,10 +157,9 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
 
 def plot_curve(curves: dict[str, list[dict]], metric: str, out: str | Path, title: str = "") -> Path:
     """A PNG of ``metric`` against the fraction of heads pruned, one line per named curve."""
-    import matplotlib
+    from bertkit.plot import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, points in curves.items():
@@ -171,8 +170,4 @@ def plot_curve(curves: dict[str, list[dict]], metric: str, out: str | Path, titl
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
-    out = Path(out)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
