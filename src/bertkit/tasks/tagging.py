@@ -126,24 +126,11 @@ def featurize_tagging(
                 word_ids = pieces[w][:budget]
                 if not word_ids:
                     continue
-                tag_id = IGNORE_INDEX
-                if tags is not None:
-                    tag = tags[s][w]
-                    if tag not in label2id:
-                        raise ValueError(f"sentence {s}: tag {tag!r} is not among the labels "
-                                         f"{sorted(label2id)}")
-                    tag_id = label2id[tag]
+                tag_id = _tag_id(tags[s] if tags is not None else None, label2id, s, w)
                 ids += word_ids
                 labels += [tag_id] + [IGNORE_INDEX] * (len(word_ids) - 1)
                 index += [w] + [-1] * (len(word_ids) - 1)
-            ids.append(tokenizer.sep_token_id)
-            labels.append(IGNORE_INDEX)
-            index.append(-1)
-            feature = {"input_ids": np.array(ids, dtype=np.int64),
-                       "attention_mask": np.ones(len(ids), dtype=np.int64)}
-            if tags is not None:
-                feature["labels"] = np.array(labels, dtype=np.int64)
-            features.append(feature)
+            features.append(_feature(tokenizer, ids, labels, index, labelled=tags is not None))
             meta.append(TaggingMeta(s, index))
     if affected:
         action = {"split": "split into windows at word boundaries",
@@ -183,15 +170,21 @@ def _overlapping(tokenizer, pieces, tags, label2id, s: int, budget: int, stride:
             w = first_of.get(p, -1)
             labels.append(_tag_id(tags, label2id, s, w) if w >= 0 else IGNORE_INDEX)
             index.append(w if w >= 0 and best[offset] else -1)
-        ids.append(tokenizer.sep_token_id)
-        labels.append(IGNORE_INDEX)
-        index.append(-1)
-        feature = {"input_ids": np.array(ids, dtype=np.int64),
-                   "attention_mask": np.ones(len(ids), dtype=np.int64)}
-        if tags is not None:
-            feature["labels"] = np.array(labels, dtype=np.int64)
-        out.append((feature, index))
+        out.append((_feature(tokenizer, ids, labels, index, labelled=tags is not None), index))
     return out
+
+
+def _feature(tokenizer, ids: list[int], labels: list[int], index: list[int], labelled: bool) -> dict:
+    """Close a window with ``[SEP]`` (``ids``, ``labels`` and ``index`` grow in place) and
+    lay it out as a feature; ``labels`` only for labelled data."""
+    ids.append(tokenizer.sep_token_id)
+    labels.append(IGNORE_INDEX)
+    index.append(-1)
+    feature = {"input_ids": np.array(ids, dtype=np.int64),
+               "attention_mask": np.ones(len(ids), dtype=np.int64)}
+    if labelled:
+        feature["labels"] = np.array(labels, dtype=np.int64)
+    return feature
 
 
 def word_predictions(
