@@ -4,9 +4,9 @@ transformers 5 dropped head pruning (``pruned_heads`` is no longer applied on lo
 test suite checks parity by pruning the Hugging Face model by hand; this script checks the
 real loader of 4.x, installed into a scratch directory (not a project dependency)::
 
-    pip install --no-deps --target /tmp/hf4 transformers==4.46.3 tokenizers==0.20.3 \
+    pip install --no-deps --target .hf4 transformers==4.46.3 tokenizers==0.20.3 \
         huggingface_hub==0.26.5 requests urllib3 idna certifi charset_normalizer
-    python bench/pruned_heads_hf4.py /tmp/hf4
+    python bench/pruned_heads_hf4.py .hf4
 
 Prints the transformers version, parameter counts and the largest logit difference.
 """
@@ -21,7 +21,7 @@ import torch
 
 
 def main() -> None:
-    sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else "/tmp/hf4")
+    sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else ".hf4")
     import transformers
 
     from bertkit.checkpoint import save_pretrained
