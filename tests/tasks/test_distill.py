@@ -323,3 +323,17 @@ def test_bad_matching_combinations_are_clear_errors(teacher, toy_dir, tmp_path, 
         assert flag in capsys.readouterr().err
         with pytest.raises(BertkitError, match=flag):
             DistillConfig("t", student="tiny", **{flag[2:].replace("-", "_"): float("nan")}).check()
+
+
+def test_compute_without_build_model_needs_no_projection_only_for_equal_widths(teacher, toy_dir, tmp_path):
+    task = get_task("sst2")
+    tok = BertTokenizer.from_pretrained(teacher)
+    wrapped = DistillTask(task, task.build_model(teacher), DistillConfig(str(teacher), student="x",
+                                                                          hidden_weight=1.0), "cpu")
+    feats = wrapped.featurize(task.read(toy_dir, "train")[:4], tok, 16, train=True)
+    batch = feats.collate(list(range(len(feats))))
+    same = task.build_model(student_dir(tmp_path / "w", hidden=32))  # not through wrapped.build_model
+    assert torch.isfinite(wrapped.compute(same, batch).loss)
+    narrow = task.build_model(student_dir(tmp_path / "n", hidden=16))
+    with pytest.raises(BertkitError, match="no width projection"):
+        wrapped.compute(narrow, batch)

@@ -292,7 +292,12 @@ class DistillTask:
         mapping = layer_map(plain.config.num_hidden_layers, teacher.config.num_hidden_layers)
         loss = out.logits.new_zeros((), dtype=torch.float32)
         if self.cfg.hidden_weight > 0:
-            projection = getattr(plain, PROJECTION)
+            projection = getattr(plain, PROJECTION, None)
+            if projection is None:  # a student not built by build_model
+                if plain.config.hidden_size != teacher.config.hidden_size:
+                    raise BertkitError("--hidden-weight: the student has no width projection; build "
+                                       "it with DistillTask.build_model")
+                projection = torch.nn.Identity()
             loss = loss + self.cfg.hidden_weight * hidden_loss(out.hidden_states, t.hidden_states, mapping,
                                                                projection, mask)
         if self.cfg.attention_weight > 0:
