@@ -35,7 +35,8 @@ Contract of :func:`distill` (one :class:`DistillConfig`):
   and key positions; it needs the same number of heads in each matched pair of layers, else
   a BertkitError naming ``--attention-weight``. The projection is a submodule of the student
   while it trains (so the optimizer and the gradient clipping see it) but is left out of its
-  ``state_dict``: the saved student is an ordinary model of the task. Hidden states and
+  ``state_dict``: the saved student is an ordinary model of the task (and a resumed run starts
+  a fresh projection, as the training state holds the student's ``state_dict``). Hidden states and
   attention maps are too large to cache like the logits, so **with these weights the teacher
   runs again on every training batch** (in eval mode, without gradients): an extra teacher
   forward pass per step. With both weights 0 (the default) nothing of this runs and training
