@@ -6,20 +6,17 @@ commands, so the test pays the start-up once."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-import bertkit
 from bertkit.cli.main import main
 from bertkit.runlog import read_log
 
+from ..torchrun_helpers import torchrun_env, torchrun_path
 from .finetune_helpers import make_model, write_sst2
 from .test_ner import write_toy_conll
 from .test_squad import toy_squad
@@ -37,13 +34,6 @@ try:
 finally:
     dist.shutdown()
 """
-
-
-def _torchrun() -> str:
-    found = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    if not Path(found).exists():
-        pytest.skip("torchrun not available")
-    return found
 
 
 def _commands(tmp_path: Path, out: str, accum: int) -> list[list[str]]:
@@ -73,7 +63,7 @@ def _make_data(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
-    torchrun = _torchrun()
+    torchrun = torchrun_path()
     _make_data(tmp_path)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -85,9 +75,7 @@ def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
     capfd.readouterr()
     script = tmp_path / "runner.py"
     script.write_text(_RUNNER)
-    src = str(Path(bertkit.__file__).parents[1])
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    env = torchrun_env()
     proc = subprocess.run(
         [torchrun, "--standalone", "--nproc_per_node", "2", str(script),
          json.dumps(_commands(tmp_path, "ddp", accum=1))],
@@ -124,3 +112,26 @@ def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
     assert len(sst2) == 45
     squad = json.loads((tmp_path / "ddp" / "squad" / "predictions.json").read_text())
     assert len(squad) == 23
+
+
+@pytest.mark.slow
+def test_refused_out_stops_every_rank_with_the_same_error(tmp_path, model_dir, toy_dir):
+    """Rank 0 alone checks ``--out``; when it refuses, every rank exits at once with its error
+    (no rank waits on rank 0, none dies of a lost connection)."""
+    torchrun = torchrun_path()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{}")  # a finished run: refused without --overwrite
+    proc = subprocess.run(
+        # the agent looks at its workers every 3 s: time for each to fail on its own (by
+        # default it SIGTERMs the others 0.1 s after the first exits)
+        [torchrun, "--standalone", "--nproc_per_node", "2", "--monitor-interval", "3",
+         "-m", "bertkit.cli.main", "finetune",
+         "sst2", "--model", str(model_dir), "--data", str(toy_dir), "--out", str(out),
+         "--epochs", "1", "--batch-size", "8", "--no-progress", "--device", "cpu"],
+        capture_output=True, text=True, timeout=180, env=torchrun_env())
+    assert proc.returncode != 0
+    message = f"bertkit: error: {out} already holds a fine-tuned model: pass --overwrite"
+    assert proc.stderr.count(message) == 2, proc.stderr[-4000:]  # rank 0 and rank 1
+    assert "SIGTERM" not in proc.stderr and "Connection" not in proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # nothing written
