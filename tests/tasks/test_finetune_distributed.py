@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from bertkit.cli.main import main
 from bertkit.runlog import read_log
 
-from ..torchrun_helpers import torchrun_env, torchrun_path
+from ..torchrun_helpers import Launch, launches, torchrun_env, torchrun_path
 from .finetune_helpers import make_model, write_sst2
 from .test_ner import write_toy_conll
 from .test_squad import toy_squad
@@ -118,20 +118,22 @@ def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
 def test_refused_out_stops_every_rank_with_the_same_error(tmp_path, model_dir, toy_dir):
     """Rank 0 alone checks ``--out``; when it refuses, every rank exits at once with its error
     (no rank waits on rank 0, none dies of a lost connection)."""
-    torchrun = torchrun_path()
+    torchrun_path()  # skips without it
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text("{}")  # a finished run: refused without --overwrite
-    proc = subprocess.run(
-        # the agent looks at its workers every 3 s: time for each to fail on its own (by
-        # default it SIGTERMs the others 0.1 s after the first exits)
-        [torchrun, "--standalone", "--nproc_per_node", "2", "--monitor-interval", "3",
-         "-m", "bertkit.cli.main", "finetune",
-         "sst2", "--model", str(model_dir), "--data", str(toy_dir), "--out", str(out),
-         "--epochs", "1", "--batch-size", "8", "--no-progress", "--device", "cpu"],
-        capture_output=True, text=True, timeout=180, env=torchrun_env())
-    assert proc.returncode != 0
+    args = ["--standalone", "--nproc_per_node", "2",
+            # the agent looks at its workers every 5 s: time for each to fail on its own (by
+            # default it SIGTERMs the others 0.1 s after the first exits)
+            "--monitor-interval", "5", "-m", "bertkit.cli.main", "finetune", "sst2",
+            "--model", str(model_dir), "--data", str(toy_dir), "--out", str(out), "--epochs", "1",
+            "--batch-size", "8", "--no-progress", "--device", "cpu"]
+    with launches() as started:
+        started.append(Launch(args, tmp_path / "torchrun.log"))
+        code = started[0].wait(300)  # ~15 s; minutes when the machine is crowded
+        output = started[0].output()
+    assert code is not None and code != 0, output[-4000:]
     message = f"bertkit: error: {out} already holds a fine-tuned model: pass --overwrite"
-    assert proc.stderr.count(message) == 2, proc.stderr[-4000:]  # rank 0 and rank 1
-    assert "SIGTERM" not in proc.stderr and "Connection" not in proc.stderr
+    assert output.count(message) == 2, output[-4000:]  # rank 0 and rank 1
+    assert "SIGTERM" not in output and "Connection" not in output
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # nothing written
