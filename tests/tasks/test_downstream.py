@@ -201,3 +201,19 @@ def test_compare_downstream_table_chart_and_errors(finished, tmp_path, capsys):
     assert "--names" in capsys.readouterr().err
     assert main(["compare-downstream", str(out), str(other), "--baseline", "x"]) != 0
     assert "--baseline" in capsys.readouterr().err
+
+
+def test_a_nan_score_is_reported_not_a_crash():
+    """A regression model that predicts one constant value has no correlation (NaN): the
+    summary keeps it as NaN, picks another learning rate if one scored, never raises."""
+    from bertkit.tasks.downstream import _summary
+
+    def run(score):
+        return {"best": {"metrics": {"spearman": score}, "seconds": 1.0}}
+
+    nan = float("nan")
+    all_nan = _summary("stsb", {1e-3: {1: run(nan), 2: run(nan)}})
+    assert all_nan["lr"] == 1e-3 and all_nan["mean"] != all_nan["mean"]
+    assert all_nan["std"] != all_nan["std"]
+    mixed = _summary("stsb", {1e-3: {1: run(nan), 2: run(0.2)}, 3e-4: {1: run(0.1), 2: run(0.3)}})
+    assert mixed["lr"] == 3e-4 and abs(mixed["mean"] - 0.2) < 1e-12

@@ -187,6 +187,14 @@ def _one_run(task_name: str, source: Path, path: Path, lr: float, seed: int,
     return _finished(path)
 
 
+def _spread(scores: list[float]) -> float:
+    """Sample standard deviation; NaN when a score is NaN (a correlation of constant
+    predictions), where :func:`statistics.stdev` raises instead."""
+    if len(scores) < 2:
+        return 0.0
+    return math.nan if any(math.isnan(x) for x in scores) else statistics.stdev(scores)
+
+
 def _summary(task_name: str, runs: dict[float, dict[int, dict]]) -> dict[str, Any]:
     """Per learning rate the seeds' dev scores; the chosen rate (best mean) and its spread."""
     from bertkit.tasks.formats import get_glue_task
@@ -199,7 +207,7 @@ def _summary(task_name: str, runs: dict[float, dict[int, dict]]) -> dict[str, An
     scores = list(grid[chosen].values())
     seconds = {lr: sum(r["best"]["seconds"] for r in seeds.values()) for lr, seeds in runs.items()}
     return {"metric": metric, "lr": chosen, "mean": means[chosen],
-            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "std": _spread(scores),
             "scores": scores, "seconds": sum(seconds.values()), "chosen_seconds": seconds[chosen],
             "grid": {f"{lr:g}": {str(s): v for s, v in g.items()} for lr, g in grid.items()}}
 
