@@ -1,7 +1,8 @@
 """Tokenizer throughput: bertkit vs Hugging Face ``tokenizers``, side by side in one run.
 
 Encodes every line of a corpus (default: the KJV) with each way of encoding and prints
-lines/s, MB/s and the CPU seconds the process spent (``tokenizers``' ``encode_batch`` uses
+lines/s, MB/s and the CPU seconds the process spent (best of ``--repeat`` rounds,
+the ways taking turns) (``tokenizers``' ``encode_batch`` uses
 every core through its thread pool, so its CPU time exceeds its wall time), then the
 ratios of bertkit's ``encode_batch`` to ``tokenizers``' ``encode_batch`` without and with
 character offsets. "With offsets" means the ids and the offsets are in Python lists at
@@ -27,13 +28,18 @@ from bertkit.tokenizer import BertTokenizer
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def best_time(fn, repeat: int) -> tuple[float, float]:
-    """The best wall time of ``repeat`` calls, and the CPU time of that call."""
-    best = (float("inf"), 0.0)
+def best_times(runs: dict, repeat: int) -> dict[str, tuple[float, float]]:
+    """For each run, the best wall time of ``repeat`` calls and the CPU time of that call.
+
+    The runs take turns (round ``r`` calls each once), so a change of the machine's load
+    during the benchmark falls on every row alike instead of on the rows timed then.
+    """
+    best = {name: (float("inf"), 0.0) for name in runs}
     for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
+        for name, fn in runs.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            best[name] = min(best[name], (time.perf_counter() - wall, time.process_time() - cpu))
     return best
 
 
@@ -80,8 +86,7 @@ def main() -> None:
 
     rates = {}
     print(f"{'':38s} {'lines/s':>10s} {'MB/s':>7s} {'CPU s':>7s}")
-    for name, fn in runs.items():
-        seconds, cpu = best_time(fn, args.repeat)
+    for name, (seconds, cpu) in best_times(runs, args.repeat).items():
         rates[name] = len(lines) / seconds
         print(f"{name:38s} {rates[name]:>10,.0f} {megabytes / seconds:7.2f} {cpu:7.2f}")
     if "tokenizers encode_batch" in rates:
