@@ -1,10 +1,9 @@
 """Tokenizer throughput: bertkit vs Hugging Face ``tokenizers``, side by side in one run.
 
 Encodes every line of a corpus (default: the KJV) with each way of encoding and prints
-lines/s, MB/s and the CPU seconds the process spent (best of ``--repeat`` rounds,
-the ways taking turns) (``tokenizers``' ``encode_batch`` uses
-every core through its thread pool, so its CPU time exceeds its wall time), then the
-ratios of bertkit's ``encode_batch`` to ``tokenizers``' ``encode_batch`` without and with
+lines/s, MB/s and the CPU seconds the process spent, best of ``--repeat`` rounds in
+which the ways take turns (``tokenizers``' ``encode_batch`` uses every core through its
+thread pool, so its CPU time exceeds its wall time), then the ratios of bertkit's ``encode_batch`` to ``tokenizers``' ``encode_batch`` without and with
 character offsets. "With offsets" means the ids and the offsets are in Python lists at
 the end, as bertkit returns them: ``tokenizers`` computes offsets in every call but
 converts them to Python only when ``.offsets`` is read, so its offsets row reads
