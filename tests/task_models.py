@@ -25,12 +25,14 @@ LABELS = {
     "pair": ["0", "1"],  # MRPC's labels
     "regression": ["LABEL_0"],
     "tagging": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+    "sst2": ["0", "1"],
+    "ner": ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"],  # CoNLL-2003
 }
 
 
 def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 64) -> Path:
     """Save a tiny random model of ``kind`` (classify, pair, regression, tagging, qa, squad2,
-    choice, mlm) under ``root/kind`` with its tokenizer; returns the directory."""
+    choice, mlm; sst2 and ner: fine-tuned for those tasks, as pair/regression/qa/squad2 are) under ``root/kind`` with its tokenizer; returns the directory."""
     vocab = root / "vocab.txt"
     vocab.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     tok = BertTokenizer.from_file(vocab)
@@ -40,7 +42,8 @@ def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 6
     extra = {}
     if labels:
         cfg.extra["id2label"] = {str(i): name for i, name in enumerate(labels)}
-    task = {"pair": "mrpc", "regression": "stsb", "squad2": "squad2", "qa": "squad"}.get(kind)
+    task = {"pair": "mrpc", "regression": "stsb", "squad2": "squad2", "qa": "squad", "sst2": "sst2",
+            "ner": "ner"}.get(kind)
     if task:
         extra["bertkit_finetune"] = {"task": task, "options": {}, "max_seq_length": 48}
     torch.manual_seed(seed)
@@ -48,7 +51,8 @@ def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 6
         "classify": BertForSequenceClassification, "pair": BertForSequenceClassification,
         "regression": BertForSequenceClassification, "tagging": BertForTokenClassification,
         "qa": BertForQuestionAnswering, "squad2": BertForQuestionAnswering,
-        "choice": BertForMultipleChoice, "mlm": BertForMaskedLM,
+        "choice": BertForMultipleChoice, "mlm": BertForMaskedLM, "sst2": BertForSequenceClassification,
+        "ner": BertForTokenClassification,
     }[kind](cfg)
     with torch.no_grad():  # larger random weights: the outputs differ clearly between inputs
         for p in model.parameters():

@@ -247,3 +247,28 @@ def test_embed_cli_windows_a_long_input(model_dir, tmp_path):
     assert np.load(out).shape == (2, 32)
     assert main(["embed", str(model_dir), "--input", str(tmp_path / "in.txt"), "--output", str(out),
                  "--max-length", "16", "--long-text", "window", "--stride", "14"]) == 1
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "distill"])
+def test_a_stride_not_smaller_than_the_window_is_a_clear_cli_error(command, tmp_path, capsys):
+    """Every command with --long-text window names --stride (and the window) when the stride
+    does not fit, instead of failing later or silently skipping tokens."""
+    import json
+
+    from bertkit.cli.main import main
+
+    from .task_models import make_task_model
+    from .tasks.finetune_helpers import write_sst2
+
+    model = make_task_model(tmp_path, "sst2")  # fine-tuned at max_seq_length 48: windows of 46
+    data = write_sst2(tmp_path / "data")
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": "the man went"}) + "\n")
+    args = {"predict": ["--model", str(model), "--input", str(tmp_path / "in.jsonl"),
+                        "--output", str(tmp_path / "out.jsonl")],
+            "evaluate": ["--model", str(model), "--data", str(data)],
+            "distill": ["--teacher", str(model), "--student-layers", "1", "--data", str(data),
+                        "--out", str(tmp_path / "d"), "--max-seq-length", "48"]}[command]
+    assert main([command, "sst2", *args, "--long-text", "window", "--stride", "46", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "--stride=46 must be at least 1 and smaller than the window of 46 tokens" in err
+    assert "Traceback" not in err

@@ -70,6 +70,7 @@ class BertInference(TaskInference):
         self.max_positions = model.config.max_position_embeddings
         saved = (model.config.extra.get("bertkit_finetune") or {}).get("max_seq_length")
         self.max_length = min(int(saved or self.max_positions), self.max_positions)
+        self.long_text = self.long_text_choice()  # predict's default: the model's saved choice
 
     @property
     def encoder(self) -> BertModel:

@@ -23,6 +23,17 @@ Answer shapes follow the Hugging Face pipelines (and text-embeddings-inference):
 * multiple choice: ``[{"label": choice, "index", "score"}, ...]`` best first;
 * embeddings: one vector (list of floats) per input; fill-mask: per ``[MASK]``, candidates
   ``{"score", "token", "token_str", "sequence"}`` (a flat list when the text has one mask).
+
+Texts longer than the limit: with a :class:`~bertkit.windows.LongText` in ``window`` mode
+(the ``long_text`` argument, default the model's saved choice, :meth:`TaskInference.long_text_choice`)
+classification / regression, token tagging and ``/embed`` read a long text in overlapping
+windows, built by the code the tasks use (:func:`bertkit.windows.text_windows`,
+:func:`bertkit.tasks.tagging.featurize_tagging`), so answers equal ``bertkit predict
+--long-text window``'s: logits (or vectors) pooled over the windows (``mean`` / ``max``), each
+word's tag from its max-context window, character offsets into the whole text. A plan's
+``windows`` counts its windows (1: read whole, as without windowing). Pairs keep their second
+text (cut to half the room when both do not fit: ``truncated``); ``/embed`` pairs, QA,
+multiple choice and fill-mask are not windowed (truncated as before).
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.precision import autocast
+from bertkit.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
 TASK_OF_CLASS = {
     "BertForSequenceClassification": "text-classification",
@@ -69,6 +81,16 @@ class Plan:
     finish: Callable[[list[Any]], Any]
     truncated: bool = False
     outputs: list = field(default_factory=list)
+    windows: int = 1  # model rows that are windows of one long text (1: not windowed)
+
+
+@dataclass
+class _Row:
+    """A model row built without the tokenizer's ``encode`` (a window)."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    num_truncated: int = 0
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -155,6 +177,36 @@ class TaskInference:
         return (self.task == "text-classification" and self.pair_inputs and isinstance(inputs, list)
                 and len(inputs) == 2 and all(isinstance(x, str) for x in inputs))
 
+    def long_text_choice(self, given: dict | None = None) -> LongText:
+        """The long-text choice: the model's saved task options (``long_text``, ``stride``,
+        ``pool_windows``, as ``bertkit predict`` reads them) overlaid with ``given`` (the
+        flags set); a stride not smaller than the window of one text (``max_length - 2``) is a
+        :class:`BertkitError` naming ``--stride``."""
+        entry = self.model.config.extra.get("bertkit_finetune") or {}
+        saved = {k: v for k, v in (entry.get("options") or {}).items() if k in LONG_TEXT_OPTIONS}
+        choice = LongText.from_options({**saved, **{k: v for k, v in (given or {}).items() if v is not None}})
+        if choice.windowed and choice.stride is not None:
+            check_stride(self.max_length - 2, choice.stride)
+        return choice
+
+    def _long_text(self, long_text: LongText | None) -> LongText:
+        return long_text if long_text is not None else getattr(self, "long_text", None) or LongText()
+
+    def _text_windows(self, text: str, pair: str | None, long_text: LongText, on_overflow: str):
+        """``(rows, truncated)``: the windows of a text (pair) as model rows; a second text cut
+        to fit is ``truncated`` (413 with ``on_overflow="error"``)."""
+        tok = self.tokenizer
+        try:
+            windows, cut = text_windows(tok, tok.text_to_ids(text),
+                                        None if pair is None else tok.text_to_ids(pair),
+                                        self.max_length, long_text)
+        except BertkitError as e:  # a stride too large for the room a pair leaves
+            raise InputError(str(e)) from None
+        if cut and on_overflow == "error":
+            raise InputError(f"the second text loses {cut} tokens to fit the model's limit of "
+                             f"{self.max_length} beside the first text's windows", status=413)
+        return [_Row(ids, types) for ids, types in windows], bool(cut)
+
     # ------------------------------------------------------------------ tokenisation
     def _encode(self, text, pair=None, truncation="longest_first", offsets=False, on_overflow="truncate"):
         enc = self.tokenizer.encode(text, pair, max_length=self.max_length, truncation=truncation,
@@ -165,13 +217,14 @@ class TaskInference:
         return enc
 
     # ------------------------------------------------------------------ plans
-    def plan_predict(self, item: Any, on_overflow: str = "truncate") -> Plan:
-        """The plan of one ``/predict`` input for this model's task (see the module docstring)."""
+    def plan_predict(self, item: Any, on_overflow: str = "truncate", long_text: LongText | None = None) -> Plan:
+        """The plan of one ``/predict`` input for this model's task (see the module docstring;
+        ``long_text`` None: the model's saved choice)."""
         task = self.task
         if task == "text-classification":
-            return self._plan_classify(item, on_overflow)
+            return self._plan_classify(item, on_overflow, self._long_text(long_text))
         if task == "token-classification":
-            return self._plan_tokens(item, on_overflow)
+            return self._plan_tokens(item, on_overflow, self._long_text(long_text))
         if task == "question-answering":
             return self._plan_span(item, on_overflow)
         if task == "multiple-choice":
@@ -180,31 +233,36 @@ class TaskInference:
                          f"it serves " + ("/fill-mask and /embed" if task == "fill-mask" else "/embed"),
                          status=400)
 
-    def _plan_classify(self, item, on_overflow) -> Plan:
+    def _plan_classify(self, item, on_overflow, long_text: LongText) -> Plan:
         if isinstance(item, list) and len(item) == 2:
-            enc = self._encode(_text(item[0], "the first text"), _text(item[1], "the second text"),
-                               on_overflow=on_overflow)
+            text, pair = _text(item[0], "the first text"), _text(item[1], "the second text")
         elif isinstance(item, dict) and "text" in item:
-            pair = item.get("text_pair")
-            enc = self._encode(_text(item["text"], "text"),
-                               None if pair is None else _text(pair, "text_pair"), on_overflow=on_overflow)
+            text, pair = _text(item["text"], "text"), item.get("text_pair")
+            pair = None if pair is None else _text(pair, "text_pair")
         else:
-            enc = self._encode(_text(item, "the input"), on_overflow=on_overflow)
-        labels, regression = self.labels, self.is_regression
+            text, pair = _text(item, "the input"), None
+        if long_text.windowed:
+            rows, truncated = self._text_windows(text, pair, long_text, on_overflow)
+        else:
+            rows = [self._encode(text, pair, on_overflow=on_overflow)]
+            truncated = bool(rows[0].num_truncated)
+        labels, regression, pool = self.labels, self.is_regression, long_text.pool
 
         def finish(outputs):
-            logits = outputs[0]
+            logits = pool_rows([0] * len(outputs), outputs, 1, pool)[0]  # one row: itself
             if regression:
                 return [{"label": labels[0], "score": float(logits[0])}]
             probs = _softmax(logits.astype(np.float64))
             order = np.argsort(-probs, kind="stable")
             return [{"label": labels[i], "score": float(probs[i])} for i in order]
 
-        return Plan([enc], ("logits",), finish, bool(enc.num_truncated))
+        return Plan(rows, ("logits",), finish, truncated, windows=len(rows))
 
-    def _plan_tokens(self, item, on_overflow) -> Plan:
+    def _plan_tokens(self, item, on_overflow, long_text: LongText) -> Plan:
         text = _text(item, "the input")
         matches = list(WORD.finditer(text))
+        if long_text.windowed:
+            return self._plan_tagging_windows(text, matches, long_text)
         enc = self._encode([m.group() for m in matches], offsets=True, on_overflow=on_overflow)
         first: dict[int, int] = {}
         for position, word in enumerate(enc.word_ids):
@@ -220,6 +278,30 @@ class TaskInference:
                                   [float(probs[first[w], b]) for w, b in zip(words, best)])
 
         return Plan([enc], ("tokens",), finish, bool(enc.num_truncated))
+
+    def _plan_tagging_windows(self, text: str, matches: list, long_text: LongText) -> Plan:
+        """Token tagging in overlapping windows: the features of ``featurize_tagging``'s
+        ``window`` mode (as ``bertkit predict ner --long-text window``), each word's tag read
+        from its max-context window."""
+        from bertkit.tasks.tagging import featurize_tagging
+
+        try:
+            features = featurize_tagging(self.tokenizer, [[m.group() for m in matches]], None, None,
+                                         self.max_length, "window", long_text.stride, warn=False)
+        except (BertkitError, ValueError) as e:
+            raise InputError(str(e)) from None
+        rows = [_Row([int(x) for x in f["input_ids"]], [0] * len(f["input_ids"])) for f in features.features]
+        where = {w: (k, p) for k, m in enumerate(features.meta) for p, w in enumerate(m.word_index) if w >= 0}
+        words = sorted(where)
+        labels = self.labels
+
+        def finish(outputs):
+            probs = {w: _softmax(outputs[k][p].astype(np.float64)) for w, (k, p) in where.items()}
+            best = [int(probs[w].argmax()) for w in words]
+            return group_entities(text, [matches[w].span() for w in words], [labels[b] for b in best],
+                                  [float(probs[w][b]) for w, b in zip(words, best)])
+
+        return Plan(rows, ("tokens",), finish, False, windows=len(rows))
 
     def _plan_span(self, item, on_overflow) -> Plan:
         if not isinstance(item, dict) or "question" not in item or "context" not in item:
@@ -262,27 +344,35 @@ class TaskInference:
         return Plan(rows, ("choice",), finish, any(r.num_truncated for r in rows))
 
     def plan_embed(self, item: Any, layers: Sequence[int] = (-1,), pool: str = "cls",
-                   normalize: bool = False, on_overflow: str = "truncate") -> Plan:
-        """One embedding (pooled over ``layers``, concatenated) per input, as a list of floats."""
+                   normalize: bool = False, on_overflow: str = "truncate",
+                   long_text: LongText | None = None) -> Plan:
+        """One embedding (pooled over ``layers``, concatenated) per input, as a list of floats;
+        a single text in ``window`` mode: the windows' vectors pooled (as
+        :func:`bertkit.windows.embed_in_windows`)."""
         if pool not in ("cls", "mean"):
             raise InputError(f"pooling must be 'cls' or 'mean', got {pool!r}")
         states = self.model.config.num_hidden_layers + 1
         layers = tuple(int(x) for x in layers)
         if not layers or any(not -states <= x < states for x in layers):
             raise InputError(f"layers must index the {states} hidden states ({-states}..{states - 1})")
-        if isinstance(item, list) and len(item) == 2:
-            enc = self._encode(_text(item[0], "the first text"), _text(item[1], "the second text"),
-                               on_overflow=on_overflow)
+        long_text = self._long_text(long_text)
+        if isinstance(item, list) and len(item) == 2:  # pairs are not windowed
+            rows = [self._encode(_text(item[0], "the first text"), _text(item[1], "the second text"),
+                                 on_overflow=on_overflow)]
+        elif long_text.windowed:
+            rows, _ = self._text_windows(_text(item, "the input"), None, long_text, on_overflow)
         else:
-            enc = self._encode(_text(item, "the input"), on_overflow=on_overflow)
+            rows = [self._encode(_text(item, "the input"), on_overflow=on_overflow)]
+        truncated = any(getattr(r, "num_truncated", 0) for r in rows)
+        windows_pool = long_text.pool
 
         def finish(outputs):
-            vector = outputs[0]
+            vector = pool_rows([0] * len(outputs), outputs, 1, windows_pool)[0]
             if normalize:
                 vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
             return [float(x) for x in vector]
 
-        return Plan([enc], ("embed", layers, pool), finish, bool(enc.num_truncated))
+        return Plan(rows, ("embed", layers, pool), finish, truncated, windows=len(rows))
 
     def plan_fill_mask(self, item: Any, top_k: int = 5, on_overflow: str = "truncate") -> Plan:
         """Top-``top_k`` candidates for every ``[MASK]`` of one text."""
@@ -388,11 +478,13 @@ class TaskInference:
         return [p.finish(p.outputs) for p in plans]
 
     # ------------------------------------------------------------------ public API
-    def predict(self, inputs: Any, on_overflow: str = "truncate", **batching) -> Any:
-        """The task head's answer for one input or a list (shapes: the module docstring)."""
+    def predict(self, inputs: Any, on_overflow: str = "truncate", long_text: LongText | None = None,
+                **batching) -> Any:
+        """The task head's answer for one input or a list (shapes: the module docstring;
+        ``long_text`` None: the model's saved choice, else truncation)."""
         single = not isinstance(inputs, list) or self.is_pair_item(inputs)
         items = [inputs] if single else inputs
-        answers = self.run_plans([self.plan_predict(x, on_overflow) for x in items], **batching)
+        answers = self.run_plans([self.plan_predict(x, on_overflow, long_text) for x in items], **batching)
         return answers[0] if single else answers
 
     def attention(self, text: str, layer: int = -1, head: int = 0, pair: str | None = None):

@@ -38,6 +38,7 @@ __all__ = [
     "max_context_window",
     "pool_rows",
     "sliding_windows",
+    "text_windows",
 ]
 
 LONG_TEXT_MODES = ("truncate", "window")
@@ -163,6 +164,34 @@ class LongText:
         return sliding_windows(num_tokens, window, stride)
 
 
+def text_windows(tokenizer, first: Sequence[int], second: Sequence[int] | None, max_seq_length: int,
+                 long_text: LongText) -> tuple[list[tuple[list[int], list[int]]], int]:
+    """``([(input_ids, token_type_ids), ...], cut)``: the windows of one text (WordPiece ids
+    ``first``) or pair (``second``), each ``[CLS] piece... [SEP]`` (+ ``second [SEP]`` as
+    segment B) within ``max_seq_length`` tokens; ``cut`` = pieces of ``second`` dropped.
+
+    The first text is cut by ``long_text.spans(len(first), window)``; a second text, cut to
+    half the room when both do not fit, is repeated in every window. A text that fits gives
+    one window equal to the tokenizer's unwindowed encoding. The one builder of
+    classification and embedding windows (tasks, ``bertkit embed``, the server)."""
+    room = max_seq_length - (3 if second is not None else 2)
+    cut = 0
+    if second is not None and len(first) + len(second) > room:
+        cut = len(second) - room // 2
+        second = second[: room // 2]
+    window = room - (len(second) if second is not None else 0)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    out = []
+    for start, length in long_text.spans(len(first), window):
+        ids = [cls, *first[start: start + length], sep]
+        types = [0] * len(ids)
+        if second is not None:
+            ids += [*second, sep]
+            types += [1] * (len(second) + 1)
+        out.append((ids, types))
+    return out, max(cut, 0)
+
+
 def embed_in_windows(bert, texts: Sequence[str], pairs: Sequence[str] | None, layers, pool: str,
                      combine: str, batch_size: int, max_length: int, long_text: LongText,
                      progress: bool = False):
@@ -190,9 +219,8 @@ def embed_in_windows(bert, texts: Sequence[str], pairs: Sequence[str] | None, la
         pieces = tok.text_to_ids(text)
         spans = long_text.spans(len(pieces), max_length - 2)
         layouts.append((pieces, spans))
-        for start, length in spans:
-            ids = [cls, *pieces[start: start + length], sep]
-            windows.append(SimpleNamespace(input_ids=ids, token_type_ids=[0] * len(ids)))
+        for ids, types in text_windows(tok, pieces, None, max_length, long_text)[0]:
+            windows.append(SimpleNamespace(input_ids=ids, token_type_ids=types))
             owners.append(t)
     from bertkit.precision import autocast
 

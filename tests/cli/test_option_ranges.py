@@ -10,6 +10,7 @@ import pytest
 from bertkit.cli.main import build_parser, main
 
 FINETUNE = ["finetune", "sst2", "--model", "m", "--data", "d", "--out", "o"]
+DISTILL = ["distill", "sst2", "--teacher", "t", "--student-layers", "1", "--data", "d", "--out", "o"]
 PRETRAIN = ["pretrain", "--data", "d", "--out", "o"]
 PRETRAIN_DATA = ["pretrain-data", "--input", "f", "--vocab", "v", "--output", "o"]
 
@@ -28,6 +29,13 @@ CASES = [
     (["evaluate", "sst2", "--model", "m", "--data", "d"], "--batch-size", "0", ">= 1"),
     (["evaluate", "sst2", "--model", "m", "--data", "d"], "--max-seq-length", "0", ">= 3"),
     (["predict", "sst2", "--model", "m", "--input", "i", "--output", "o"], "--batch-size", "0", ">= 1"),
+    (DISTILL, "--hidden-weight", "-1", ">= 0"),
+    (DISTILL, "--attention-weight", "-0.5", ">= 0"),
+    (DISTILL, "--alpha", "1.5", "in [0, 1]"),
+    (DISTILL, "--temperature", "0", "> 0"),
+    (DISTILL, "--stride", "0", ">= 1"),
+    (["serve", "m"], "--stride", "0", ">= 1"),
+    (["embed", "m", "--input", "i", "--output", "o"], "--stride", "-2", ">= 1"),
     (PRETRAIN, "--steps", "0", ">= 1"),
     (PRETRAIN, "--batch-size", "0", ">= 1"),
     (PRETRAIN, "--grad-accum", "0", ">= 1"),

@@ -1,45 +1,29 @@
 """``torchrun --nproc_per_node 2`` on CPU follows the single-process run at the same global batch."""
 
-import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from bertkit.pretraining.train import pretrain
 
-from .train_helpers import losses, make_data, settings, weights
+from ..torchrun_helpers import torchrun_env, torchrun_path
+from .train_helpers import cli_flags, losses, make_data, settings, weights
 
 
-def _torchrun() -> str:
-    found = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    if not Path(found).exists():
-        pytest.skip("torchrun not available")
-    return found
-
-
-def _launch(torchrun: str, config) -> None:
-    flags = []
-    for name, value in config.to_dict().items():
-        if value is None or isinstance(value, bool):
-            if value is not None:
-                flags.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
-            continue
-        flags += [f"--{name.replace('_', '-')}", str(value)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def _launch(config) -> None:
     proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "bertkit.cli.main", "pretrain", *flags],
-        capture_output=True, text=True, timeout=180, env=env,
+        [torchrun_path(), "--standalone", "--nproc_per_node", "2", "-m", "bertkit.cli.main",
+         "pretrain", *cli_flags(config)],
+        capture_output=True, text=True, timeout=180, env=torchrun_env(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.slow
 def test_two_processes_match_one_with_accumulation(tmp_path):
-    torchrun = _torchrun()
+    torchrun_path()  # skips without it
     files = make_data(tmp_path / "pt")
     # global batch 4: one process 2 x accumulation 2, or two processes 2 x 1; dropout off
     common = dict(steps=6, batch_size=2, dropout=0.0, log_every=1, save_every=3, keep=2)
@@ -50,7 +34,7 @@ def test_two_processes_match_one_with_accumulation(tmp_path):
         pretrain(single)
     finally:
         torch.set_num_threads(threads)
-    _launch(torchrun, settings(files, tmp_path / "ddp", **common))
+    _launch(settings(files, tmp_path / "ddp", **common))
     one, two = losses(tmp_path / "single"), losses(tmp_path / "ddp")
     assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(one, two):
@@ -65,7 +49,7 @@ def test_two_processes_match_one_with_accumulation(tmp_path):
     ddp = tmp_path / "ddp"
     (ddp / "checkpoints" / "step-00000006.pt").unlink()
     shutil.rmtree(ddp / "model")
-    _launch(torchrun, settings(files, ddp, resume=True, **common))
+    _launch(settings(files, ddp, resume=True, **common))
     assert losses(ddp) == two
     resumed = weights(ddp)
     assert all(torch.equal(resumed[k], w2[k]) for k in w2)

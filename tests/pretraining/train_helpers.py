@@ -50,6 +50,18 @@ def settings(files: dict[str, Path], out: Path, **overrides) -> PretrainConfig:
     return PretrainConfig(**values)
 
 
+def cli_flags(config: PretrainConfig) -> list[str]:
+    """``bertkit pretrain`` flags that give ``config`` (for launches through the command line)."""
+    flags = []
+    for name, value in config.to_dict().items():
+        if value is None or isinstance(value, bool):
+            if value is not None:
+                flags.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
+            continue
+        flags += [f"--{name.replace('_', '-')}", str(value)]
+    return flags
+
+
 def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 

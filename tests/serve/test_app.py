@@ -7,6 +7,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
@@ -214,3 +215,117 @@ def test_shutdown_drains_the_queue(tmp_path):
         batcher = client.app.state.service.batcher
         assert client.post("/predict", json={"inputs": "he is good"}).status_code == 200
     assert not batcher._thread.is_alive() and batcher.queued == 0
+
+
+# ---------------------------------------------------------------- texts longer than the limit
+def long_text(n=130, seed=1):
+    words = ["the", "man", "went", "to", "store", "a", "unwanted", "running", "he", "she", "is", "was",
+             "good", "bad", "day", "night", "cafe", "hello", "world", "quick", ",", ".", "!"]
+    rng = random.Random(seed)
+    return " ".join(rng.choice(words) for _ in range(n))
+
+
+def predict_cli(tmp_path, task, directory, records, *flags):
+    """``bertkit predict`` records (JSON Lines in, out)."""
+    import json
+
+    from bertkit.cli.main import main
+
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out.jsonl"
+    assert main(["predict", task, "--model", str(directory), "--input", str(tmp_path / "in.jsonl"),
+                 "--output", str(out), "--no-progress", *flags]) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+WINDOW = {"long_text": "window", "stride": 20}
+
+
+@pytest.mark.parametrize("kind, task, pool", [("sst2", "sst2", "mean"), ("sst2", "sst2", "max"),
+                                              ("pair", "mrpc", "mean"), ("regression", "stsb", "mean")])
+def test_a_long_text_is_windowed_as_bertkit_predict_does(tmp_path, kind, task, pool):
+    from bertkit.windows import LongText
+
+    text = long_text()
+    client, directory = client_for(tmp_path, kind, long_text={**WINDOW, "pool_windows": pool})
+    item = text if kind == "sst2" else [text, "the man went to the cafe"]
+    record = {"text": text} if kind == "sst2" else {"text": text, "text_pair": "the man went to the cafe"}
+    with client:
+        response = client.post("/predict", json={"inputs": [item, "he is good" if kind == "sst2"
+                                                              else ["he is good", "she was bad"]]})
+        assert response.status_code == 200
+        windows = response.headers["x-bertkit-windows"]
+        assert windows.startswith("0:") and int(windows[2:]) >= 3 and "," not in windows  # 1: one window
+        assert "x-bertkit-truncated" not in response.headers
+        answer = response.json()[0]
+        info = client.get("/info").json()["long_text"]
+        assert info == {"mode": "window", "stride": 20, "pool_windows": pool}
+    cli = predict_cli(tmp_path, task, directory, [record], "--long-text", "window", "--stride", "20",
+                      "--pool-windows", pool)[0]
+    if kind == "regression":
+        assert answer[0]["score"] == pytest.approx(cli["score"], abs=1e-5)
+    else:
+        assert {a["label"]: a["score"] for a in answer} == pytest.approx(cli["probabilities"], abs=1e-5)
+        truncated = predict_cli(tmp_path, task, directory, [record])[0]["probabilities"]
+        assert truncated != pytest.approx(cli["probabilities"], abs=1e-4)  # windows changed the answer
+    api = load(directory).predict(item, long_text=LongText("window", 20, pool))
+    assert [a["score"] for a in api] == pytest.approx([a["score"] for a in answer], abs=1e-6)
+
+
+def test_a_long_text_is_tagged_in_windows_as_bertkit_predict_does(tmp_path):
+    from bertkit.inference_tasks import WORD, group_entities
+
+    text = long_text(150, seed=3)
+    client, directory = client_for(tmp_path, "ner", long_text=WINDOW)
+    with client:
+        response = client.post("/predict", json={"inputs": text})
+        assert response.status_code == 200 and int(response.headers["x-bertkit-windows"][2:]) >= 3
+        entities = response.json()
+    matches = list(WORD.finditer(text))
+    cli = predict_cli(tmp_path, "ner", directory, [{"tokens": [m.group() for m in matches]}],
+                      "--long-text", "window", "--stride", "20")[0]
+    expected = group_entities(text, [m.span() for m in matches], cli["tags"], [0.0] * len(matches))
+    strip = [{k: e[k] for k in ("entity_group", "word", "start", "end")} for e in entities]
+    assert strip == [{k: e[k] for k in ("entity_group", "word", "start", "end")} for e in expected]
+    assert entities and max(e["end"] for e in entities) > len(text) * 0.6  # beyond the first window
+    assert all(text[e["start"]:e["end"]] == e["word"] for e in entities)  # offsets into the whole text
+
+
+@pytest.mark.parametrize("kind", ["sst2", "ner", "mlm"])
+def test_a_text_shorter_than_one_window_is_unchanged(tmp_path, kind):
+    endpoint, body = ("/embed", {"pooling": "mean"}) if kind == "mlm" else ("/predict", {})
+    answers, directory = {}, make_task_model(tmp_path, kind)
+    for mode in ("truncate", "window"):
+        config = ServeConfig(model=str(directory), long_text={"long_text": mode, "stride": 5})
+        with TestClient(create_app(config)) as client:
+            response = client.post(endpoint, json={"inputs": TEXTS, **body})
+            assert response.status_code == 200 and "x-bertkit-windows" not in response.headers
+            answers[mode] = response.json()
+    assert answers["window"] == answers["truncate"]  # exactly: the same rows, pooled from one
+
+
+def test_embed_windows_a_long_text_as_the_python_api(tmp_path):
+    from bertkit.windows import LongText
+
+    text = long_text(100)
+    client, directory = client_for(tmp_path, "mlm", long_text={**WINDOW, "pool_windows": "max"})
+    bert = load(directory)
+    with client:
+        for pooling in ("cls", "mean"):
+            response = client.post("/embed", json={"inputs": [text, "he is good"], "pooling": pooling})
+            assert response.headers["x-bertkit-windows"].startswith("0:")
+            want = bert.embed([text, "he is good"], pool=pooling, long_text=LongText("window", 20, "max"))
+            assert np.allclose(response.json(), want, atol=1e-5)
+        pair = client.post("/embed", json={"inputs": [[text, "he is good"]]})  # pairs: truncated
+        assert pair.headers["x-bertkit-truncated"] == "0" and "x-bertkit-windows" not in pair.headers
+
+
+def test_a_stride_not_smaller_than_the_window_is_refused(tmp_path, capsys):
+    from bertkit.cli.main import main
+    from bertkit.errors import BertkitError
+
+    directory = make_task_model(tmp_path, "sst2")  # max_seq_length 48: windows of 46 pieces
+    with pytest.raises(BertkitError, match="--stride=46"):
+        create_app(ServeConfig(model=str(directory), long_text={"long_text": "window", "stride": 46}))
+    assert main(["serve", str(directory), "--long-text", "window", "--stride", "60"]) == 1
+    assert "--stride=60 must be" in capsys.readouterr().err

@@ -14,9 +14,13 @@ from bertkit.cli.main import main
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.tasks import get_task
 from bertkit.tasks.distill import (
+    PROJECTION,
     DistillConfig,
     DistillTask,
+    attention_loss,
     distill,
+    hidden_loss,
+    layer_map,
     layer_slice,
     make_student,
     soft_loss,
@@ -161,3 +165,175 @@ def test_a_student_with_another_vocabulary_is_refused(teacher, toy_dir, tmp_path
 def test_bad_settings(kwargs, match):
     with pytest.raises(BertkitError, match=match):
         DistillConfig("t", **kwargs).check()
+
+
+# ---------------------------------------------------------------- TinyBERT-style intermediate matching
+def test_layer_map_is_tinybert_uniform_mapping():
+    assert layer_map(1, 2) == [2]
+    assert layer_map(2, 12) == [6, 12]
+    assert layer_map(4, 12) == [3, 6, 9, 12]
+    assert layer_map(3, 4) == [1, 2, 4]
+    assert layer_map(2, 2) == [1, 2]
+    with pytest.raises(BertkitError, match="student has 4 layers, the teacher 2"):
+        layer_map(4, 2)
+
+
+def student_dir(root, hidden=16, heads=2, layers=2):
+    """A random BERT of another shape with the toy vocabulary (a --student directory)."""
+    from bertkit.checkpoint import save_pretrained
+    from bertkit.config import BertConfig
+    from bertkit.model import BertModel
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    torch.manual_seed(3)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=64)
+    return save_pretrained(BertModel(config), root, tokenizer=BertTokenizer.from_file(root / "vocab.txt"))
+
+
+def test_the_projection_maps_student_width_to_teacher_width_and_is_not_saved(teacher, tmp_path):
+    task = get_task("sst2")
+    wrapped = DistillTask(task, task.build_model(teacher), DistillConfig(str(teacher), student="x",
+                                                                          hidden_weight=1.0), "cpu")
+    model = wrapped.build_model(student_dir(tmp_path / "s", hidden=16))
+    projection = getattr(model, PROJECTION)
+    assert tuple(projection.weight.shape) == (32, 16)  # student 16 -> teacher 32
+    assert any(p is projection.weight for p in model.parameters())  # trained with the student
+    state = model.state_dict()
+    assert not any(PROJECTION in k for k in state)
+    model.load_state_dict(state, strict=True)  # a saved state loads back without it
+    same = wrapped.build_model(student_dir(tmp_path / "w", hidden=32))
+    assert isinstance(getattr(same, PROJECTION), torch.nn.Identity)  # equal widths: none
+    plain = DistillTask(task, wrapped.teacher, DistillConfig(str(teacher), student="x"), "cpu")
+    assert not hasattr(plain.build_model(tmp_path / "w"), PROJECTION)  # weights 0: untouched
+
+
+def test_intermediate_losses_add_weighted_mse_terms(teacher, toy_dir, tmp_path):
+    task = get_task("sst2")
+    tok = BertTokenizer.from_pretrained(teacher)
+    teacher_model = task.build_model(teacher)
+    examples = task.read(toy_dir, "train")[:6]
+    losses, parts = {}, {}
+    for hidden, attention in [(0.0, 0.0), (2.0, 0.0), (0.0, 3.0)]:
+        cfg = DistillConfig(str(teacher), student="x", hidden_weight=hidden, attention_weight=attention)
+        wrapped = DistillTask(task, teacher_model, cfg, "cpu")
+        feats = wrapped.featurize(examples, tok, 16, train=True)
+        torch.manual_seed(0)
+        student = wrapped.build_model(student_dir(tmp_path / "s", hidden=16)).eval()
+        if hidden:
+            torch.nn.init.eye_(getattr(student, PROJECTION).weight[:16])  # a known projection
+        batch = feats.collate(list(range(len(feats))))
+        losses[hidden, attention] = wrapped.compute(student, batch).loss
+        plain = {k: v for k, v in batch.items() if k not in ("feature_index", "labels")}
+        with torch.no_grad():
+            s = student(**plain, output_hidden_states=True, output_attentions=True)
+            t = teacher_model.eval()(**plain, output_hidden_states=True, output_attentions=True)
+        mask = plain["attention_mask"].bool()
+        if hidden:
+            parts["hidden"] = hidden_loss(s.hidden_states, t.hidden_states, [1, 2],
+                                          getattr(student, PROJECTION), mask)
+        if attention:
+            parts["attention"] = attention_loss(s.attentions, t.attentions, [1, 2], mask)
+    assert parts["hidden"] > 0 and parts["attention"] > 0
+    base = losses[0.0, 0.0]
+    assert torch.allclose(losses[2.0, 0.0] - base, 2.0 * parts["hidden"], atol=1e-5)
+    assert torch.allclose(losses[0.0, 3.0] - base, 3.0 * parts["attention"], atol=1e-5)
+
+
+def test_hidden_loss_by_hand():
+    student = [torch.ones(1, 3, 2), torch.zeros(1, 3, 2)]
+    teacher = [torch.zeros(1, 3, 2), torch.zeros(1, 3, 2), torch.ones(1, 3, 2) * 2]
+    mask = torch.tensor([[True, True, False]])
+    # embeddings: (1 - 0)^2 = 1; layer 1 -> teacher layer 2: (0 - 2)^2 = 4; mean 2.5
+    assert hidden_loss(student, teacher, [2], torch.nn.Identity(), mask).item() == pytest.approx(2.5)
+    student[1][0, 2] = 100.0  # a padded position does not count
+    assert hidden_loss(student, teacher, [2], torch.nn.Identity(), mask).item() == pytest.approx(2.5)
+
+
+def saved_tensors(directory):
+    from safetensors.torch import load_file
+
+    return load_file(str(next(directory.glob("*.safetensors"))))
+
+
+def test_weights_zero_are_exactly_logit_distillation(teacher, toy_dir, tmp_path):
+    cfg = FinetuneConfig(**{**FAST, "epochs": 1})
+    distill(get_task("sst2"), toy_dir, tmp_path / "a", DistillConfig(str(teacher), student_layers=1), cfg)
+    distill(get_task("sst2"), toy_dir, tmp_path / "b",
+            DistillConfig(str(teacher), student_layers=1, hidden_weight=0.0, attention_weight=0.0), cfg)
+    a, b = saved_tensors(tmp_path / "a"), saved_tensors(tmp_path / "b")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_distill_with_matching_trains_a_different_student_and_saves_an_ordinary_model(teacher, toy_dir,
+                                                                                       tmp_path, capsys):
+    common = ["distill", "sst2", "--teacher", str(teacher), "--student", str(student_dir(tmp_path / "s")),
+              "--data", str(toy_dir), "--epochs", "1", "--lr", "5e-3", "--batch-size", "16",
+              "--max-seq-length", "32", "--no-progress"]
+    assert main([*common, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*common, "--out", str(tmp_path / "tiny"), "--hidden-weight", "1",
+                 "--attention-weight", "1"]) == 0
+    plain, matched = saved_tensors(tmp_path / "plain"), saved_tensors(tmp_path / "tiny")
+    assert plain.keys() == matched.keys() and not any(PROJECTION in k for k in matched)
+    assert any(not torch.equal(plain[k], matched[k]) for k in plain)  # the matching changed training
+    config = json.loads((tmp_path / "tiny" / "config.json").read_text())
+    assert config["hidden_size"] == 16 and config["bertkit_distill"]["hidden_weight"] == 1.0
+    model = load_pretrained(tmp_path / "tiny")  # strict: an ordinary model of the task
+    assert not hasattr(model, PROJECTION)
+    results = json.loads((tmp_path / "tiny" / "results.json").read_text())
+    assert np.isfinite(results["best"]["metrics"]["accuracy"])
+
+
+def test_matching_runs_the_teacher_on_every_training_batch(teacher, toy_dir, tmp_path):
+    task = get_task("sst2")
+    calls = []
+    original = task.build_model
+
+    def counting_build(model_dir, config_overrides=None):
+        model = original(model_dir, config_overrides)
+        if str(model_dir) == str(teacher):
+            model.register_forward_hook(lambda *a: calls.append(1))
+        return model
+
+    task.build_model = counting_build
+    cfg = FinetuneConfig(**{**FAST, "epochs": 1})
+    distill(task, toy_dir, tmp_path / "d", DistillConfig(str(teacher), student_layers=1, hidden_weight=0.5), cfg)
+    caching, steps = -(-128 // FAST["eval_batch"]), -(-128 // FAST["batch"])
+    assert len(calls) == caching + steps
+
+
+def test_bad_matching_combinations_are_clear_errors(teacher, toy_dir, tmp_path, capsys):
+    cfg = FinetuneConfig(**{**FAST, "epochs": 1})
+    four_heads = student_dir(tmp_path / "h4", hidden=32, heads=4)
+    with pytest.raises(BertkitError, match="--attention-weight: student layer 1 has 4 attention heads"):
+        distill(get_task("sst2"), toy_dir, tmp_path / "x",
+                DistillConfig(str(teacher), student=str(four_heads), attention_weight=1.0), cfg)
+    # the same student is fine for hidden states alone
+    distill(get_task("sst2"), toy_dir, tmp_path / "ok",
+            DistillConfig(str(teacher), student=str(four_heads), hidden_weight=1.0), cfg)
+    deep = student_dir(tmp_path / "deep", layers=3)
+    with pytest.raises(BertkitError, match="student has 3 layers, the teacher 2"):
+        distill(get_task("sst2"), toy_dir, tmp_path / "y",
+                DistillConfig(str(teacher), student=str(deep), hidden_weight=1.0), cfg)
+    for flag in ("--hidden-weight", "--attention-weight"):
+        with pytest.raises(SystemExit):
+            main(["distill", "sst2", "--teacher", str(teacher), "--student-layers", "1", "--data",
+                  str(toy_dir), "--out", str(tmp_path / "z"), flag, "-1"])
+        assert flag in capsys.readouterr().err
+        with pytest.raises(BertkitError, match=flag):
+            DistillConfig("t", student="tiny", **{flag[2:].replace("-", "_"): float("nan")}).check()
+
+
+def test_compute_without_build_model_needs_no_projection_only_for_equal_widths(teacher, toy_dir, tmp_path):
+    task = get_task("sst2")
+    tok = BertTokenizer.from_pretrained(teacher)
+    wrapped = DistillTask(task, task.build_model(teacher), DistillConfig(str(teacher), student="x",
+                                                                          hidden_weight=1.0), "cpu")
+    feats = wrapped.featurize(task.read(toy_dir, "train")[:4], tok, 16, train=True)
+    batch = feats.collate(list(range(len(feats))))
+    same = task.build_model(student_dir(tmp_path / "w", hidden=32))  # not through wrapped.build_model
+    assert torch.isfinite(wrapped.compute(same, batch).loss)
+    narrow = task.build_model(student_dir(tmp_path / "n", hidden=16))
+    with pytest.raises(BertkitError, match="no width projection"):
+        wrapped.compute(narrow, batch)

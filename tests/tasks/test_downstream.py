@@ -176,3 +176,28 @@ def test_mrpc_raw_layout_is_accepted(shared, tmp_path):
 
     glue = shared("glue")
     assert check_tasks(["mrpc", "STS-B"], glue) == ["mrpc", "stsb"]
+
+
+def test_compare_downstream_table_chart_and_errors(finished, tmp_path, capsys):
+    out, results, _ = finished
+    other = tmp_path / "other"
+    other.mkdir()
+    worse = json.loads(json.dumps(results))
+    for s in worse["tasks"].values():
+        s["mean"] -= 0.1
+    (other / "results.json").write_text(json.dumps(worse), encoding="utf-8")
+    chart = tmp_path / "cmp.png"
+    assert main(["compare-downstream", str(out), str(other), "--names", "bert,none",
+                 "--baseline", "none", "--chart", str(chart)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["model", "sst2", "(accuracy)"] and "vs none" in lines[0]
+    assert lines[1].split()[0] == "bert" and lines[1].split()[-1] == "+10.0"
+    assert lines[2].split()[0] == "none" and lines[2].split()[-1] == "+0.0"
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    # errors: a folder without results, names that do not match the folders, a bad baseline
+    assert main(["compare-downstream", str(out), str(tmp_path / "missing")]) != 0
+    assert "cannot read downstream results" in capsys.readouterr().err
+    assert main(["compare-downstream", str(out), str(other), "--names", "a"]) != 0
+    assert "--names" in capsys.readouterr().err
+    assert main(["compare-downstream", str(out), str(other), "--baseline", "x"]) != 0
+    assert "--baseline" in capsys.readouterr().err

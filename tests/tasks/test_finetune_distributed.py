@@ -6,20 +6,17 @@ commands, so the test pays the start-up once."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-import bertkit
 from bertkit.cli.main import main
 from bertkit.runlog import read_log
 
+from ..torchrun_helpers import Launch, launches, torchrun_env, torchrun_path
 from .finetune_helpers import make_model, write_sst2
 from .test_ner import write_toy_conll
 from .test_squad import toy_squad
@@ -37,13 +34,6 @@ try:
 finally:
     dist.shutdown()
 """
-
-
-def _torchrun() -> str:
-    found = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    if not Path(found).exists():
-        pytest.skip("torchrun not available")
-    return found
 
 
 def _commands(tmp_path: Path, out: str, accum: int) -> list[list[str]]:
@@ -73,7 +63,7 @@ def _make_data(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
-    torchrun = _torchrun()
+    torchrun = torchrun_path()
     _make_data(tmp_path)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -85,9 +75,7 @@ def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
     capfd.readouterr()
     script = tmp_path / "runner.py"
     script.write_text(_RUNNER)
-    src = str(Path(bertkit.__file__).parents[1])
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    env = torchrun_env()
     proc = subprocess.run(
         [torchrun, "--standalone", "--nproc_per_node", "2", str(script),
          json.dumps(_commands(tmp_path, "ddp", accum=1))],
@@ -124,3 +112,28 @@ def test_two_processes_match_one_with_accumulation(tmp_path, capfd):
     assert len(sst2) == 45
     squad = json.loads((tmp_path / "ddp" / "squad" / "predictions.json").read_text())
     assert len(squad) == 23
+
+
+@pytest.mark.slow
+def test_refused_out_stops_every_rank_with_the_same_error(tmp_path, model_dir, toy_dir):
+    """Rank 0 alone checks ``--out``; when it refuses, every rank exits at once with its error
+    (no rank waits on rank 0, none dies of a lost connection)."""
+    torchrun_path()  # skips without it
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{}")  # a finished run: refused without --overwrite
+    args = ["--standalone", "--nproc_per_node", "2",
+            # the agent looks at its workers every 5 s: time for each to fail on its own (by
+            # default it SIGTERMs the others 0.1 s after the first exits)
+            "--monitor-interval", "5", "-m", "bertkit.cli.main", "finetune", "sst2",
+            "--model", str(model_dir), "--data", str(toy_dir), "--out", str(out), "--epochs", "1",
+            "--batch-size", "8", "--no-progress", "--device", "cpu"]
+    with launches() as started:
+        started.append(Launch(args, tmp_path / "torchrun.log"))
+        code = started[0].wait(300)  # ~15 s; minutes when the machine is crowded
+        output = started[0].output()
+    assert code is not None and code != 0, output[-4000:]
+    message = f"bertkit: error: {out} already holds a fine-tuned model: pass --overwrite"
+    assert output.count(message) == 2, output[-4000:]  # rank 0 and rank 1
+    assert "SIGTERM" not in output and "Connection" not in output
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # nothing written

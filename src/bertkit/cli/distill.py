@@ -23,8 +23,9 @@ def register(subparsers) -> None:
         description="Task distillation: the student (a model directory, a preset, or "
                     "--student-layers N of the teacher's layers) is fine-tuned on "
                     "alpha * T^2 * KL(teacher/T || student/T) + (1 - alpha) * gold-label loss, "
-                    "with the teacher's logits computed once; grid, selection, logs and "
-                    "outputs as in finetune.")
+                    "with the teacher's logits computed once (plus, optionally, TinyBERT-style "
+                    "hidden-state and attention matching); grid, selection, logs and outputs as "
+                    "in finetune.")
     p.add_argument("task", metavar="TASK", help="task (as for finetune: sst2, mrpc, stsb, ner, ...)")
     p.add_argument("--teacher", required=True, metavar="DIR", help="a model fine-tuned for TASK")
     p.add_argument("--student", metavar="DIR|PRESET",
@@ -37,6 +38,13 @@ def register(subparsers) -> None:
                    help="softmax temperature T (default 2.0)")
     p.add_argument("--alpha", type=bounded(float, ge=0, le=1), default=0.5,
                    help="weight of the teacher (soft) loss; 1 - alpha goes to the gold labels (0.5)")
+    p.add_argument("--hidden-weight", type=bounded(float, ge=0), default=0.0, metavar="W",
+                   help="TinyBERT-style hidden-state matching: weight of the MSE between each student "
+                        "layer (projected to the teacher's width) and its uniformly mapped teacher "
+                        "layer (default 0: off; on, the teacher runs again on every training batch)")
+    p.add_argument("--attention-weight", type=bounded(float, ge=0), default=0.0, metavar="W",
+                   help="weight of the MSE between matched layers' attention probabilities; needs the "
+                        "same heads per matched layer (default 0: off; on, the teacher runs per batch)")
     p.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
                    help="grid search as in finetune (bare --grid: the paper's grid)")
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
@@ -58,7 +66,8 @@ def run_distill(args: argparse.Namespace) -> int:
     options = task_options_from(args)  # the long-text flags and -o KEY=VALUE
     cfg = DistillConfig(teacher=args.teacher, student=args.student,
                         student_layers=args.student_layers, temperature=args.temperature,
-                        alpha=args.alpha)
+                        alpha=args.alpha, hidden_weight=args.hidden_weight,
+                        attention_weight=args.attention_weight)
     ft = FinetuneConfig(**{**options_from_args(FinetuneConfig, args),
                            "grid": parse_grid(args.grid) if args.grid is not None else None})
     if args.threads:

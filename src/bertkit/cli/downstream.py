@@ -9,10 +9,11 @@ Every :class:`~bertkit.tasks.downstream.DownstreamConfig` field is a flag (``--l
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(subparsers) -> None:
-    from bertkit.options import add_options
+    from bertkit.options import add_options, comma_list
     from bertkit.tasks.downstream import DownstreamConfig
 
     p = subparsers.add_parser(
@@ -25,6 +26,19 @@ def register(subparsers) -> None:
     p.add_argument("model_dir", metavar="MODEL_DIR", help="pre-trained model directory (with vocab)")
     add_options(p, DownstreamConfig)
     p.set_defaults(func=run_downstream)
+
+    c = subparsers.add_parser(
+        "compare-downstream", help="one table (and chart) of several `downstream` results",
+        description="Read the results.json of several `bertkit downstream` output folders and "
+                    "print the paper's Table 5 layout: one row per model, one column per task "
+                    "(mean over seeds +- spread, x 100), the average and, with --baseline, "
+                    "each average's difference from that row.")
+    c.add_argument("runs", metavar="OUT", nargs="+", help="downstream output folders")
+    c.add_argument("--names", type=comma_list(str), default=None,
+                   help="row names, comma-separated (default: the folder names)")
+    c.add_argument("--baseline", default=None, help="row name to compare every average with")
+    c.add_argument("--chart", default=None, help="write a grouped bar chart (PNG) here")
+    c.set_defaults(func=run_compare)
 
 
 def config_from_args(args: argparse.Namespace):
@@ -44,4 +58,19 @@ def run_downstream(args: argparse.Namespace) -> int:
     print(format_results(results))
     print(f"results: {cfg.out}/{RESULTS_FILE}, chart: {cfg.out}/{CHART_FILE} "
           f"(selection on dev; scores x 100)")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from bertkit.errors import BertkitError
+    from bertkit.tasks.downstream import format_comparison, load_results, plot_comparison
+
+    names = list(args.names or [Path(r).name for r in args.runs])
+    if len(names) != len(args.runs) or len(set(names)) != len(names):
+        raise BertkitError(f"--names: {len(args.runs)} distinct names needed, one per OUT "
+                           f"folder; got {','.join(names)}")
+    rows = {n: load_results(r) for n, r in zip(names, args.runs)}
+    print(format_comparison(rows, baseline=args.baseline))
+    if args.chart:
+        print(f"chart: {plot_comparison(rows, args.chart)}")
     return 0

@@ -1,9 +1,11 @@
 """The ``--long-text`` / ``--stride`` / ``--pool-windows`` flags shared by ``finetune``,
-``evaluate``, ``predict``, ``distill`` and ``embed`` (no command here; see :mod:`bertkit.windows`)."""
+``evaluate``, ``predict``, ``distill``, ``embed`` and ``serve`` (no command here; see :mod:`bertkit.windows`)."""
 
 from __future__ import annotations
 
 import argparse
+
+from bertkit.options import bounded
 
 
 def add_long_text_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,7 +15,7 @@ def add_long_text_arguments(parser: argparse.ArgumentParser) -> None:
                        help="truncate (default) or cut into overlapping windows of the length "
                             "limit whose outputs are pooled (tags: from the window with the most "
                             "context)")
-    group.add_argument("--stride", type=int, default=None, metavar="N",
+    group.add_argument("--stride", type=bounded(int, ge=1), default=None, metavar="N",
                        help="with --long-text window: windows start N tokens apart (default: half "
                             "the window); must be smaller than the window")
     group.add_argument("--pool-windows", choices=["mean", "max"], default=None,

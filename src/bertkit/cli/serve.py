@@ -14,6 +14,7 @@ PRECISION_HELP = "fp32 (default), bf16 autocast, or int8 dynamic quantisation (C
 
 def register(subparsers) -> None:
     """Add ``serve``, ``quantize``, ``export-onnx`` and ``attention``."""
+    from bertkit.cli.long_text import add_long_text_arguments
     from bertkit.options import add_options
     from bertkit.serve.config import ServeConfig
 
@@ -22,7 +23,8 @@ def register(subparsers) -> None:
         description="Serve MODEL_DIR with dynamic batching: concurrent requests share length-sorted "
                     "batches under a token budget; a full queue answers 503. See docs/serving.md.")
     serve.add_argument("model", metavar="MODEL_DIR", help="model directory (fine-tuned, INT8 or plain BERT)")
-    add_options(serve, ServeConfig, skip=("model",))
+    add_options(serve, ServeConfig, skip=("model", "long_text"))
+    add_long_text_arguments(serve)
     serve.set_defaults(func=run_serve)
 
     quantize = subparsers.add_parser("quantize", help="save an INT8 copy of a model directory",
@@ -53,11 +55,14 @@ def register(subparsers) -> None:
 
 
 def run_serve(args) -> int:
+    from bertkit.cli.long_text import long_text_options
     from bertkit.options import options_from_args
     from bertkit.serve.app import run
     from bertkit.serve.config import ServeConfig
 
-    config = ServeConfig(**options_from_args(ServeConfig, args)).check()  # model: the positional
+    values = options_from_args(ServeConfig, args)  # model: the positional
+    values["long_text"] = long_text_options(args)  # args.long_text is the --long-text flag
+    config = ServeConfig(**values).check()
     from pathlib import Path
 
     if not (Path(args.model) / "config.json").is_file():

@@ -8,6 +8,10 @@ choice). Errors are JSON ``{"error": message, "error_type": kind}`` with a 4xx s
 malformed body or a request the model cannot serve, 413 too many items or, with
 ``--no-truncate``, too long a text, 422 a bad value), 503 when the queue is full. Truncated
 inputs are named in the ``X-Bertkit-Truncated`` response header (their 0-based indexes).
+With ``--long-text window`` (or a model fine-tuned with it) ``/predict`` (classification,
+regression, token tagging) and ``/embed`` read a text longer than the limit in overlapping
+windows (:mod:`bertkit.inference_tasks`); the inputs read in more than one window are named in
+the ``X-Bertkit-Windows`` header as ``index:windows`` (e.g. ``0:3,2:2``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from bertkit.serve.batcher import DynamicBatcher, QueueFull
 from bertkit.serve.config import ServeConfig
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
+WINDOWS_HEADER = "X-Bertkit-Windows"
 
 
 class PredictBody(BaseModel):
@@ -75,6 +80,7 @@ class Service:
         self.config = config
         self.bert = bert
         self.batcher: DynamicBatcher | None = None
+        self.long_text = bert.long_text_choice(config.long_text)  # a bad --stride: refused here
 
     def start(self) -> None:
         c = self.config
@@ -104,8 +110,13 @@ class Service:
     async def answer(self, plans: list[Plan], single: bool) -> JSONResponse:
         answers = await self.batcher.run(plans)
         truncated = [i for i, p in enumerate(plans) if p.truncated]
-        headers = {TRUNCATED_HEADER: ",".join(map(str, truncated))} if truncated else None
-        return JSONResponse(answers[0] if single else answers, headers=headers)
+        windowed = [f"{i}:{p.windows}" for i, p in enumerate(plans) if p.windows > 1]
+        headers = {}
+        if truncated:
+            headers[TRUNCATED_HEADER] = ",".join(map(str, truncated))
+        if windowed:
+            headers[WINDOWS_HEADER] = ",".join(windowed)
+        return JSONResponse(answers[0] if single else answers, headers=headers or None)
 
     def info(self) -> dict:
         bert, c = self.bert, self.config
@@ -117,6 +128,8 @@ class Service:
                 "max_batch_tokens": c.max_batch_tokens, "max_batch_size": c.max_batch_size,
                 "max_wait_ms": c.max_wait_ms, "max_queue": c.max_queue, "max_items": c.max_items,
                 "truncate": c.truncate,
+                "long_text": {"mode": self.long_text.mode, "stride": self.long_text.stride,
+                              "pool_windows": self.long_text.pool},
                 "batches_run": self.batcher.batches_run if self.batcher else 0,
                 "rows_run": self.batcher.rows_run if self.batcher else 0}
 
@@ -170,13 +183,14 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
     @app.post("/predict", summary="the task head's answer (classification, tagging, QA, choice)")
     async def predict(body: PredictBody):
         overflow = service.overflow(body.truncate)
-        return await plan(lambda x: bert.plan_predict(x, overflow), body.inputs, for_predict=True)
+        return await plan(lambda x: bert.plan_predict(x, overflow, service.long_text), body.inputs,
+                          for_predict=True)
 
     @app.post("/embed", summary="one vector per input (pooling and layers as bertkit embed)")
     async def embed(body: EmbedBody):
         overflow = service.overflow(body.truncate)
-        return await plan(lambda x: bert.plan_embed(x, body.layers, body.pooling, body.normalize, overflow),
-                          body.inputs)
+        return await plan(lambda x: bert.plan_embed(x, body.layers, body.pooling, body.normalize, overflow,
+                                                    service.long_text), body.inputs)
 
     @app.post("/fill-mask", summary="candidates for every [MASK]")
     async def fill_mask(body: FillMaskBody):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bertkit.options import check_config, option
 
@@ -30,6 +30,9 @@ class ServeConfig:
     max_items: int = option(64, "inputs per request at most; beyond, 413", ge=1, metavar="N")
     truncate: bool = option(True, "over-long inputs: truncate and name them in the "
                                   "X-Bertkit-Truncated header (--no-truncate: answer 413)")
+    # --long-text / --stride / --pool-windows (declared in bertkit.cli.long_text, not here):
+    # the task options they set; the model's saved choice fills what is absent
+    long_text: dict = field(default_factory=dict)
 
     def check(self) -> ServeConfig:
         """``self``, or a :class:`BertkitError` naming the first bad option."""

@@ -21,6 +21,26 @@ Contract of :func:`distill` (one :class:`DistillConfig`):
   ``T^2 * KL(softmax(teacher / T) || softmax(student / T))`` (per example, or per labelled token),
   and for regression the squared error to the teacher's score. Evaluation batches carry no
   ``feature_index`` and get the plain output.
+* intermediate matching (TinyBERT, Jiao et al. 2020; off by default): with
+  ``hidden_weight > 0`` and/or ``attention_weight > 0`` the loss gains
+  ``hidden_weight * L_hidden + attention_weight * L_attention``. Student layer ``m``
+  (1-based, of ``M``) is matched to teacher layer ``floor(m * N / M)`` (of ``N``; TinyBERT's
+  uniform mapping, :func:`layer_map`: the last layers meet), and the embedding outputs to each
+  other. ``L_hidden`` is the mean squared error between the teacher's hidden states and the
+  student's passed through one learned linear projection (student width -> teacher width,
+  shared by all matched layers as TinyBERT's ``W_h``; none when the widths agree), over the
+  real (unpadded) tokens, averaged over the matched layers. ``L_attention`` is the mean
+  squared error between the attention *probabilities* (bertkit's attention returns
+  probabilities; TinyBERT matched the pre-softmax scores) of matched layers, over real query
+  and key positions; it needs the same number of heads in each matched pair of layers, else
+  a BertkitError naming ``--attention-weight``. The projection is a submodule of the student
+  while it trains (so the optimizer and the gradient clipping see it) but is left out of its
+  ``state_dict``: the saved student is an ordinary model of the task (and a resumed run starts
+  a fresh projection, as the training state holds the student's ``state_dict``). Hidden states and
+  attention maps are too large to cache like the logits, so **with these weights the teacher
+  runs again on every training batch** (in eval mode, without gradients): an extra teacher
+  forward pass per step. With both weights 0 (the default) nothing of this runs and training
+  is exactly the logit distillation above. Not for the feature-based NER tagger (an error);
 * the saved model is an ordinary fine-tuned model directory of the task (``evaluate``,
   ``predict``, ``prune`` read it) with a ``bertkit_distill`` entry in ``config.json``.
 """
@@ -42,9 +62,10 @@ from bertkit.config import IGNORE_INDEX, PRESETS, BertConfig
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.tasks.base import FeatureSet, Task
 
-__all__ = ["DistillConfig", "DistillTask", "distill", "layer_slice", "make_student"]
+__all__ = ["DistillConfig", "DistillTask", "distill", "layer_map", "layer_slice", "make_student"]
 
 FEATURE_INDEX = "feature_index"
+PROJECTION = "distill_projection"  # the student's submodule (not saved) mapping its width to the teacher's
 
 
 @dataclass
@@ -57,7 +78,14 @@ class DistillConfig:
     student_layers: int | None = None
     temperature: float = 2.0
     alpha: float = 0.5
+    hidden_weight: float = 0.0
+    attention_weight: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def intermediate(self) -> bool:
+        """Whether hidden-state or attention matching is on (then the teacher runs per batch)."""
+        return self.hidden_weight > 0 or self.attention_weight > 0
 
     def check(self) -> None:
         if not self.teacher:
@@ -69,6 +97,75 @@ class DistillConfig:
             raise BertkitError(f"--temperature must be positive, got {self.temperature}")
         if not 0 <= self.alpha <= 1:
             raise BertkitError(f"--alpha must lie in [0, 1], got {self.alpha}")
+        for flag, value in (("--hidden-weight", self.hidden_weight),
+                            ("--attention-weight", self.attention_weight)):
+            if not value >= 0:  # NaN too
+                raise BertkitError(f"{flag} must be 0 (off) or positive, got {value}")
+
+
+def layer_map(student_layers: int, teacher_layers: int) -> list[int]:
+    """TinyBERT's uniform mapping: the teacher layer (1-based) matched to each student layer
+    ``m = 1..M``, ``floor(m * N / M)``; 0 (the embeddings) maps to 0 and is not listed."""
+    if not 1 <= student_layers <= teacher_layers:
+        raise BertkitError(f"intermediate matching maps each student layer to a teacher layer: the "
+                           f"student has {student_layers} layers, the teacher {teacher_layers} "
+                           "(use --hidden-weight 0 --attention-weight 0, or a shallower student)")
+    return [m * teacher_layers // student_layers for m in range(1, student_layers + 1)]
+
+
+def hidden_loss(student: Sequence[torch.Tensor], teacher: Sequence[torch.Tensor], mapping: Sequence[int],
+                projection: torch.nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over matched layers of the MSE between ``projection(student[m])`` and
+    ``teacher[mapping[m-1]]`` (hidden states (B, T, H), index 0 = embeddings, matched to 0),
+    over the positions where ``mask`` (B, T) is true."""
+    weights = mask.unsqueeze(-1).float()
+    pairs = [(0, 0), *((m, n) for m, n in enumerate(mapping, 1))]
+    losses = []
+    for m, n in pairs:
+        diff = (projection(student[m].float()) - teacher[n].float()) ** 2
+        losses.append((diff * weights).sum() / (weights.sum() * diff.shape[-1]).clamp_min(1))
+    return torch.stack(losses).mean()
+
+
+def attention_loss(student: Sequence[torch.Tensor], teacher: Sequence[torch.Tensor], mapping: Sequence[int],
+                   mask: torch.Tensor) -> torch.Tensor:
+    """Mean over matched layers of the MSE between attention probabilities (B, heads, T, T) of
+    student layer ``m`` and teacher layer ``mapping[m-1]``, over real query and key positions."""
+    real = mask.float()
+    pair = (real[:, None, :, None] * real[:, None, None, :])
+    losses = []
+    for m, n in enumerate(mapping):
+        s, t = student[m].float(), teacher[n - 1].float()
+        weights = pair.expand_as(s)
+        losses.append((((s - t) ** 2) * weights).sum() / weights.sum().clamp_min(1))
+    return torch.stack(losses).mean()
+
+
+def heads_per_layer(model) -> list[int]:
+    """The attention heads of each encoder layer (pruned heads counted out)."""
+    return [layer.attention.self.num_heads for layer in model.encoder_model().encoder.layer]
+
+
+def attach_projection(student, teacher_width: int) -> None:
+    """Give ``student`` the :data:`PROJECTION` submodule (a linear map from its width to
+    ``teacher_width``; identity when they agree), trained with it, left out of its
+    ``state_dict`` (so never saved, and not expected when a state is loaded back)."""
+    width = student.config.hidden_size
+    if width == teacher_width:
+        student.add_module(PROJECTION, torch.nn.Identity())
+        return
+    student.add_module(PROJECTION, torch.nn.Linear(width, teacher_width))
+    prefix = PROJECTION + "."
+
+    def drop(module, state_dict, prefix_, local_metadata):
+        for key in [k for k in state_dict if k.startswith(prefix_ + prefix)]:
+            del state_dict[key]
+
+    def not_missing(module, incompatible):
+        incompatible.missing_keys[:] = [k for k in incompatible.missing_keys if not k.startswith(prefix)]
+
+    student.register_state_dict_post_hook(drop)
+    student.register_load_state_dict_post_hook(not_missing)
 
 
 def soft_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float,
@@ -108,6 +205,28 @@ class DistillTask:
         wrapped.teacher_logits = self.teacher_logits
         return wrapped
 
+    def build_model(self, model_dir, config_overrides: dict[str, Any] | None = None):
+        """The inner task's model; with intermediate matching also checked against the teacher
+        (layers, heads) and given the width projection (:func:`attach_projection`)."""
+        model = self.task.build_model(model_dir, config_overrides)
+        if not self.cfg.intermediate:
+            return model
+        if getattr(self.task, "feature_based", False):
+            raise BertkitError("--hidden-weight / --attention-weight match the student's encoder "
+                               "layers: not for the feature-based tagger (-o feature_based=true)")
+        student_heads, teacher_heads = heads_per_layer(model), heads_per_layer(self.teacher)
+        mapping = layer_map(len(student_heads), len(teacher_heads))
+        if self.cfg.attention_weight > 0:
+            for m, n in enumerate(mapping, 1):
+                if student_heads[m - 1] != teacher_heads[n - 1]:
+                    raise BertkitError(
+                        f"--attention-weight: student layer {m} has {student_heads[m - 1]} attention "
+                        f"heads but the teacher layer it is matched to ({n}) has {teacher_heads[n - 1]}; "
+                        "attention maps are matched head by head (use a student with the teacher's "
+                        "heads per layer, or --attention-weight 0)")
+        attach_projection(model, self.teacher.config.hidden_size)
+        return model
+
     def featurize(self, examples: Sequence, tokenizer, max_seq_length: int,
                   train: bool = False) -> FeatureSet:
         feats = self.task.featurize(examples, tokenizer, max_seq_length, train=train)
@@ -120,7 +239,8 @@ class DistillTask:
             self.teacher_logits.extend(torch.from_numpy(np.asarray(r)) for r in outputs["logits"])
             for k, feature in enumerate(feats.features):
                 feature[FEATURE_INDEX] = np.int64(base + k)
-            self.teacher.cpu()
+            if not self.cfg.intermediate:  # else it runs again on every training batch
+                self.teacher.cpu()
         return feats
 
     def _teacher_batch(self, index: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -139,7 +259,12 @@ class DistillTask:
             return self.task.compute(model, batch)
         batch = dict(batch)
         index = batch.pop(FEATURE_INDEX)
-        out = self.task.compute(model, batch)
+        cfg = self.cfg
+        if cfg.intermediate:
+            flags = {"output_hidden_states": cfg.hidden_weight > 0, "output_attentions": cfg.attention_weight > 0}
+            out = self.task.compute(model, {**batch, **flags})
+        else:
+            out = self.task.compute(model, batch)
         teacher = self._teacher_batch(index, out.logits)
         if self.task.num_labels == 1 and out.logits.dim() == 2:  # regression: match the score
             soft = F.mse_loss(out.logits.float().squeeze(-1), teacher.squeeze(-1))
@@ -151,14 +276,42 @@ class DistillTask:
             soft = soft_loss(out.logits, teacher, self.cfg.temperature)
         alpha = self.cfg.alpha
         out.loss = alpha * soft + (1 - alpha) * out.loss if out.loss is not None else soft
+        if cfg.intermediate:
+            out.loss = out.loss + self._intermediate_loss(model, batch, out, flags)
         return out
+
+    def _intermediate_loss(self, model, batch: dict[str, torch.Tensor], out, flags: dict) -> torch.Tensor:
+        """``hidden_weight * L_hidden + attention_weight * L_attention`` of one training batch,
+        the teacher run on it here (module docstring)."""
+        inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask") if k in batch}
+        teacher = self.teacher.to(batch["input_ids"].device).eval()
+        with torch.no_grad():
+            t = teacher(**inputs, **flags)
+        plain = model.module if hasattr(model, "module") else model  # DDP / compile wrappers
+        plain = getattr(plain, "_orig_mod", plain)
+        mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"])).bool()
+        mapping = layer_map(plain.config.num_hidden_layers, teacher.config.num_hidden_layers)
+        loss = out.logits.new_zeros((), dtype=torch.float32)
+        if self.cfg.hidden_weight > 0:
+            projection = getattr(plain, PROJECTION, None)
+            if projection is None:  # a student not built by build_model
+                if plain.config.hidden_size != teacher.config.hidden_size:
+                    raise BertkitError("--hidden-weight: the student has no width projection; build "
+                                       "it with DistillTask.build_model")
+                projection = torch.nn.Identity()
+            loss = loss + self.cfg.hidden_weight * hidden_loss(out.hidden_states, t.hidden_states, mapping,
+                                                               projection, mask)
+        if self.cfg.attention_weight > 0:
+            loss = loss + self.cfg.attention_weight * attention_loss(out.attentions, t.attentions, mapping, mask)
+        return loss
 
     def config_entries(self, metrics: dict[str, float] | None = None) -> dict[str, Any]:
         entries = self.task.config_entries(metrics)
         entries["bertkit_distill"] = {"teacher": self.cfg.teacher, "student": self.cfg.student,
                                       "student_layers": self.cfg.student_layers,
                                       "temperature": self.cfg.temperature, "alpha": self.cfg.alpha,
-                                      **self.cfg.extra}
+                                      "hidden_weight": self.cfg.hidden_weight,
+                                      "attention_weight": self.cfg.attention_weight, **self.cfg.extra}
         return entries
 
 

@@ -44,7 +44,8 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.fileio import atomic_write
 from bertkit.options import check_config, option
 
-__all__ = ["DEFAULT_TASKS", "DownstreamConfig", "downstream", "format_results", "plot_results"]
+__all__ = ["DEFAULT_TASKS", "DownstreamConfig", "downstream", "format_comparison", "format_results",
+           "load_results", "plot_comparison", "plot_results"]
 
 DEFAULT_TASKS = ("sst2", "mrpc", "stsb", "rte", "cola")
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
@@ -275,5 +276,77 @@ def plot_results(results: dict[str, Any], path: str | Path) -> Path:
     ax.axhline(0, color="black", linewidth=0.5)
     title = Path(results["model"]).name + (" (random init)" if results["random_init"] else "")
     ax.set_title(f"downstream: {title}")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------ comparing models
+def load_results(out: str | Path) -> dict[str, Any]:
+    """The ``results.json`` of a finished ``downstream`` run folder (or the file itself)."""
+    path = Path(out)
+    path = path / RESULTS_FILE if path.is_dir() else path
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BertkitError(f"{path}: cannot read downstream results ({e.strerror}); run "
+                           "`bertkit downstream` to the end first") from None
+    except ValueError as e:
+        raise BertkitError(f"{path}: not a downstream results file ({e})") from None
+    if not isinstance(results, dict) or not isinstance(results.get("tasks"), dict):
+        raise BertkitError(f"{path}: not a downstream results file (no 'tasks')")
+    return results
+
+
+def format_comparison(rows: dict[str, dict[str, Any]], baseline: str | None = None) -> str:
+    """The paper's Table 5 layout: one row per model (name -> results), one column per task
+    (the chosen mean x 100, +- the spread over seeds), the average over the tasks every row
+    has, and with ``baseline`` (a row name) each average's difference from that row."""
+    if baseline is not None and baseline not in rows:
+        raise BertkitError(f"--baseline {baseline!r} is not one of the rows: {', '.join(rows)}")
+    tasks = [t for t in next(iter(rows.values()))["tasks"]
+             if all(t in r["tasks"] for r in rows.values())]
+    metric = {t: next(iter(rows.values()))["tasks"][t]["metric"] for t in tasks}
+
+    def average(r):
+        return 100 * statistics.fmean(r["tasks"][t]["mean"] for t in tasks)
+
+    header = ["model", *(f"{t} ({metric[t]})" for t in tasks), "average"]
+    if baseline is not None:
+        header.append(f"vs {baseline}")
+    lines = []
+    for name, r in rows.items():
+        cells = [name, *(f"{100 * r['tasks'][t]['mean']:.1f} ± {100 * r['tasks'][t]['std']:.1f}"
+                         for t in tasks), f"{average(r):.1f}"]
+        if baseline is not None:
+            cells.append(f"{average(r) - average(rows[baseline]):+.1f}")
+        lines.append(cells)
+    widths = [max(len(x) for x in col) for col in zip(header, *lines)]
+    return "\n".join("  ".join(x.ljust(w) if i == 0 else x.rjust(w)
+                               for i, (x, w) in enumerate(zip(line, widths)))
+                     for line in [header, *lines])
+
+
+def plot_comparison(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
+    """Grouped bar chart: per task (and the average), one bar per model with its spread."""
+    import numpy as np
+
+    from bertkit.plot import pyplot, save_figure
+
+    plt = pyplot()
+    tasks = [t for t in next(iter(rows.values()))["tasks"]
+             if all(t in r["tasks"] for r in rows.values())]
+    x = np.arange(len(tasks) + 1)
+    width = 0.8 / len(rows)
+    fig, ax = plt.subplots(figsize=(1.6 * len(x) + 2, 4.5))
+    for i, (name, r) in enumerate(rows.items()):
+        means = [100 * r["tasks"][t]["mean"] for t in tasks]
+        stds = [100 * r["tasks"][t]["std"] for t in tasks]
+        ax.bar(x + (i - (len(rows) - 1) / 2) * width, means + [statistics.fmean(means)],
+               width, yerr=stds + [0], capsize=3, label=name)
+    ax.set_xticks(x, [*tasks, "average"])
+    ax.set_ylabel("dev score x 100")
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.legend(fontsize="small")
+    ax.set_title("downstream: " + " vs ".join(rows))
     fig.tight_layout()
     return save_figure(fig, path)

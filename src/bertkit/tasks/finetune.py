@@ -400,11 +400,14 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
     if ctx.device.type == "cpu":
         bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
     run_dir = RunDir(out_dir)
-    saved = None
-    if ctx.is_main:
+
+    def prepare() -> dict | None:
         run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
-        saved = _resume_state(run_dir, task, cfg) if cfg.resume else None
-    dist.barrier()  # the directory is ready (and the log cut back) before anyone reads it
+        return _resume_state(run_dir, task, cfg) if cfg.resume else None
+
+    # rank 0 checks and prepares the directory (and cuts the log back) before anyone reads it;
+    # a refused --out stops every rank with rank 0's error
+    saved = dist.on_main(prepare)
     if cfg.resume and not ctx.is_main:
         saved = _resume_state(run_dir, task, cfg, cut_log=False)
     logger = logger or RunLogger(out_dir / "log.jsonl")

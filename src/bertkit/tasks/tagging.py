@@ -91,6 +91,7 @@ def featurize_tagging(
     max_seq_length: int = 128,
     long_sentences: str = "split",
     stride: int | None = None,
+    warn: bool = True,
 ) -> FeatureSet:
     """A :class:`FeatureSet` of every sentence (lists of words), ``meta`` a
     :class:`TaggingMeta` per feature; ``tags=None`` gives features without labels.
@@ -98,7 +99,8 @@ def featurize_tagging(
     Features hold ``input_ids``, ``attention_mask`` and, with ``tags``, ``labels`` (numpy
     int64). A tag
     unknown to ``label2id`` raises ``ValueError`` naming it. See the module docstring for
-    long sentences (``num_truncated`` counts the sentences that lost words to "truncate").
+    long sentences (``num_truncated`` counts the sentences that lost words to "truncate");
+    ``warn=False`` drops the warning (the server says so in its response instead).
     """
     if long_sentences not in LONG_SENTENCE_MODES:
         raise ValueError(f"long_sentences must be one of {LONG_SENTENCE_MODES}, got {long_sentences!r}")
@@ -132,7 +134,7 @@ def featurize_tagging(
                 index += [w] + [-1] * (len(word_ids) - 1)
             features.append(_feature(tokenizer, ids, labels, index, labelled=tags is not None))
             meta.append(TaggingMeta(s, index))
-    if affected:
+    if affected and warn:
         action = {"split": "split into windows at word boundaries",
                   "window": "cut into overlapping windows",
                   "truncate": "truncated (the words cut off are predicted 'O')"}[long_sentences]

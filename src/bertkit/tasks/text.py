@@ -24,7 +24,7 @@ from bertkit.errors import BertkitError, DataFormatError
 from bertkit.model import BertForSequenceClassification
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
-from bertkit.windows import LongText, pool_rows
+from bertkit.windows import LongText, pool_rows, text_windows
 
 __all__ = ["TextTask", "softmax"]
 
@@ -91,20 +91,7 @@ class TextTask(Task):
         """``(input_ids, token_type_ids)`` of each window of ``ex`` (see the module docstring)."""
         first = tokenizer.text_to_ids(ex.text_a)
         second = tokenizer.text_to_ids(ex.text_b) if ex.text_b is not None else None
-        room = max_seq_length - (3 if second is not None else 2)
-        if second is not None and len(first) + len(second) > room:
-            second = second[: room // 2]
-        window = room - (len(second) if second is not None else 0)
-        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-        out = []
-        for start, length in long_text.spans(len(first), window):
-            ids = [cls, *first[start: start + length], sep]
-            types = [0] * len(ids)
-            if second is not None:
-                ids += [*second, sep]
-                types += [1] * (len(second) + 1)
-            out.append((ids, types))
-        return out
+        return text_windows(tokenizer, first, second, max_seq_length, long_text)[0]
 
     def example_logits(self, features: FeatureSet, outputs) -> np.ndarray:
         """(examples, outputs) logits: each example's window rows pooled (one row: itself)."""

@@ -5,19 +5,25 @@ Contract: ``init_distributed(device="auto")`` reads torchrun's environment (``RA
 (NCCL on CUDA, gloo on CPU) and returns a :class:`DistContext`. Without torchrun it returns a
 single-process context, so every helper below works (as a no-op) in both cases. Only the
 main process (rank 0) writes files; metrics are summed across ranks with
-:func:`all_reduce_sum` in one collective per log interval.
+:func:`all_reduce_sum` in one collective per log interval. Work rank 0 does alone before the
+others may go on (checking and preparing an output directory) runs through :func:`on_main`, so
+that its failure stops every rank with the same error.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from bertkit.errors import BertkitError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -102,3 +108,35 @@ def any_rank(flag: bool, device: torch.device) -> bool:
 def barrier() -> None:
     if _active():
         dist.barrier()
+
+
+def on_main(func: Callable[[], T]) -> T | None:
+    """Run ``func`` on rank 0 alone; the other ranks wait for it. Rank 0 gets ``func``'s
+    result, the others None. When ``func`` raises, every rank raises that exception (its type
+    and message, or a :class:`BertkitError` with its message where it does not pickle), so all
+    processes stop with the same error instead of waiting on rank 0 or failing later with a
+    lost connection. One collective; in a single process just ``func()``."""
+    if not _active():
+        return func()
+    result, error = None, None
+    if dist.get_rank() == 0:
+        try:
+            result = func()
+        except Exception as e:  # every kind: the other ranks must not go on
+            error = e
+    box = [_portable(error) if error is not None else None]
+    dist.broadcast_object_list(box, src=0)
+    if error is not None:
+        raise error
+    if box[0] is not None:
+        raise box[0]
+    return result
+
+
+def _portable(error: Exception) -> Exception:
+    """``error`` as it can travel to the other ranks (pickled): itself, or its message."""
+    try:
+        copy = pickle.loads(pickle.dumps(error))
+    except Exception:
+        return BertkitError(str(error))
+    return copy if type(copy) is type(error) and str(copy) == str(error) else BertkitError(str(error))

@@ -1,0 +1,29 @@
+"""The process-group helpers outside torchrun, and what rank 0's error becomes on the others
+(under torchrun: tests/tasks/test_finetune_distributed.py)."""
+
+import errno
+
+import pytest
+
+from bertkit.errors import BertkitError
+from bertkit.training import distributed as dist
+
+
+def test_on_main_in_one_process_runs_and_raises_as_called():
+    assert dist.on_main(lambda: 42) == 42
+    with pytest.raises(BertkitError, match="refused"):
+        dist.on_main(lambda: (_ for _ in ()).throw(BertkitError("refused")))
+
+
+class _NeedsTwo(Exception):
+    def __init__(self, a, b):  # pickles, but cannot be rebuilt from its args
+        super().__init__(f"{a} and {b}")
+
+
+def test_errors_travel_as_themselves_or_as_their_message():
+    os_error = dist._portable(OSError(errno.EACCES, "Permission denied", "/x/out"))
+    assert type(os_error) is PermissionError and (os_error.errno, os_error.filename) == (errno.EACCES, "/x/out")
+    same = dist._portable(BertkitError("out already holds a fine-tuned model"))
+    assert type(same) is BertkitError and str(same) == "out already holds a fine-tuned model"
+    odd = dist._portable(_NeedsTwo(1, 2))
+    assert type(odd) is BertkitError and str(odd) == "1 and 2"
