@@ -148,6 +148,8 @@ EDGE_CASES = [
     "İstanbul ΣΊΣΥΦΟΣ straße ǅ ﬁ ﬂ Ⅻ ①", "\ufffd replacement \ufffd", "a\u0301e\u0300 combining",
     "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３", "ქართული Ελληνικά русский עברית العربية हिन्दी",
     "$1,000.00 10:30am e-mail U.S.A. don't can't it's",
+    "  leading,  double  spaces\t\tand trailing \n", "joined\x1cby\x1dcontrol\x85spaces\x0bvt\x0cff",
+    "accent at a word's end cafe\u0301 x\u0301 \u0301", "İİ İstanbul İ. KİM", "only\x00 \x01\x02 dropped\x7f",
 ]
 
 
@@ -159,6 +161,15 @@ def test_edge_cases(ours, vocab_path, lowercase):
     assert_same(tok, ref, EDGE_CASES, EDGE_CASES[::-1])
     short = reference(vocab_path, lowercase=lowercase, max_length=16)
     assert_same(tok, short, EDGE_CASES, EDGE_CASES[::-1], max_length=16)
+
+
+def test_edge_cases_lower_cased_with_accents_kept(vocab_path):
+    """Lower-casing without accent stripping: 'İ' becomes 'i' + U+0307, two tokens that
+    share one character's span."""
+    tok = BertTokenizer.from_file(vocab_path, lowercase=True, strip_accents=False)
+    ref = tokenizers.BertWordPieceTokenizer(str(vocab_path), lowercase=True, strip_accents=False)
+    assert_same(tok, ref, EDGE_CASES)
+    assert_same(tok, ref, EDGE_CASES, EDGE_CASES[::-1])
 
 
 def test_cased_mode_on_real_text(vocab_path):

@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 from bertkit.errors import DataFormatError
 from bertkit.fileio import atomic_write
-from bertkit.tokenizer.basic import BasicTokenizer
+from bertkit.tokenizer.basic import BasicTokenizer, final_sigmas
+from bertkit.tokenizer.chunks import ChunkCache
 from bertkit.tokenizer.encoding import Encoding, truncated_lengths
 from bertkit.tokenizer.vocab import SPECIAL_TOKENS, Vocab
 from bertkit.tokenizer.wordpiece import (
@@ -56,6 +57,7 @@ class BertTokenizer:
         self.basic = BasicTokenizer(lowercase, self.strip_accents, split_cjk, google_compat)
         self.wordpiece = WordPiece(vocab, max_input_chars_per_word=(
             GOOGLE_MAX_INPUT_CHARS_PER_WORD if google_compat else MAX_INPUT_CHARS_PER_WORD))
+        self._chunks = ChunkCache(self._words_with_offsets)
         ids = vocab.token_to_id
         self.pad_token_id, self.unk_token_id = ids["[PAD]"], ids["[UNK]"]
         self.cls_token_id, self.sep_token_id = ids["[CLS]"], ids["[SEP]"]
@@ -163,7 +165,12 @@ class BertTokenizer:
         return self.convert_ids_to_tokens(self.text_to_ids(text))
 
     def text_to_ids_and_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        """Ids of ``text`` and each token's character span in ``text``."""
+        """Ids of ``text`` and each token's character span in ``text``.
+
+        Each white-space chunk of the text is tokenized once and cached (``chunks.py``).
+        """
+        if self.basic.final_sigma and "\u03a3" in text:
+            text = final_sigmas(text)  # Google's final sigma looks across the whole text
         ids: list[int] = []
         offsets: list[tuple[int, int]] = []
         for piece, base in self._segments(text):
@@ -171,29 +178,22 @@ class BertTokenizer:
                 ids.append(self.vocab.token_to_id[piece])
                 offsets.append((base, base + len(piece)))
             else:
-                self._words_with_offsets(piece, base, ids, offsets)
+                piece_ids, piece_offsets = self._chunks.ids_and_offsets(piece, base)
+                ids += piece_ids
+                offsets += piece_offsets
         return ids, offsets
 
-    def _words_with_offsets(self, text: str, base: int, ids: list, offsets: list) -> None:
-        """Append the ids and original-text spans of ``text`` (found at ``base``)."""
+    def _words_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids of ``text`` (no special tokens in it) and each token's span in ``text``,
+        computed afresh; :meth:`text_to_ids_and_offsets` caches this per chunk."""
         words, spans, owner = self.basic.words_with_spans(text)
         entries = list(map(self.wordpiece.__getitem__, words))
-        ids += chain.from_iterable(map(_IDS, entries))
-        if owner is None and not base:
-            # Most words are one piece whose span is the word's span: take the spans as they
-            # are and splice in the pieces of the few words split into several.
-            split = [i for i, (word_ids, _, _) in enumerate(entries) if len(word_ids) > 1]
-            local = list(spans)
-            for i in reversed(split):
-                start = spans[i][0]
-                _, starts, ends = entries[i]
-                local[i:i + 1] = [(start + a, start + b) for a, b in zip(starts, ends)]
-            offsets += local
-            return
+        ids = list(chain.from_iterable(map(_IDS, entries)))
         if owner is None:
-            owner = range(len(text))
-        offsets += [(base + owner[s + a], base + owner[s + b - 1] + 1)
-                    for (s, _), (_, starts, ends) in zip(spans, entries) for a, b in zip(starts, ends)]
+            return ids, [(s + a, s + b) for (s, _), (_, starts, ends) in zip(spans, entries)
+                         for a, b in zip(starts, ends)]
+        return ids, [(owner[s + a], owner[s + b - 1] + 1)
+                     for (s, _), (_, starts, ends) in zip(spans, entries) for a, b in zip(starts, ends)]
 
     def _sequence(self, text: TextInput, offsets: bool) -> _Segment:
         """The tokens of one text or list of words (offsets and word ids when they apply)."""
