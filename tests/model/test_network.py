@@ -111,3 +111,27 @@ def test_dropout_only_in_training_and_gradients_flow():
 def test_low_precision_runs(model, dtype):
     out = model.to(dtype)(torch.randint(5, 50, (2, 6)), attention_mask=torch.ones(2, 6, dtype=torch.long))
     assert out.last_hidden_state.dtype == dtype
+
+
+@pytest.mark.parametrize("impl", ["padded", "unpadded"])
+def test_causal_model_pools_its_last_real_token(impl):
+    """A left-to-right model's [CLS] sees only itself: pooling it would give every input the
+    same summary (the LTR ablation then fine-tunes into a constant predictor). It pools the
+    last real token instead, padding or not."""
+    torch.manual_seed(0)
+    model = BertModel(small_config(attention="causal", attention_impl=impl)).eval()
+    ids = torch.randint(5, 50, (2, 8))
+    ids[:, 0] = 2  # the same first token everywhere, as [CLS] is
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    pooled = model(ids, attention_mask=mask).pooled_output
+    assert not torch.allclose(pooled[0], pooled[1], atol=1e-3)
+    alone = model(ids[1:, :5]).pooled_output  # row 1 without its padding
+    assert torch.allclose(pooled[1], alone[0], atol=1e-5)
+    head = model.pooler
+    assert torch.allclose(pooled[0], torch.tanh(head.dense(model(ids).last_hidden_state[0, -1])),
+                          atol=1e-5)
+    bidirectional = BertModel(small_config()).eval()
+    out = bidirectional(ids)
+    assert torch.allclose(out.pooled_output,
+                          torch.tanh(bidirectional.pooler.dense(out.last_hidden_state[:, 0])))

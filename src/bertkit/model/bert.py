@@ -65,14 +65,25 @@ class BertPreTrainedModel(nn.Module):
 
 
 class BertPooler(nn.Module):
-    """``tanh(W h_[CLS] + b)``: the fixed-size summary used by sentence-level heads."""
+    """``tanh(W h + b)`` at ``[CLS]``: the fixed-size summary used by sentence-level heads.
+
+    A left-to-right model (``config.attention == "causal"``, the paper's LTR ablation) reads
+    the *last real token* instead: its ``[CLS]`` sees only itself, so pooling it would give
+    every input the same summary. ``key_mask`` ((B, T) bool, True for real tokens; ``None``
+    when nothing is padding) finds that token."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.causal = config.attention == "causal"
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))
+    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.causal:
+            return torch.tanh(self.dense(hidden[:, 0]))
+        if key_mask is None:
+            return torch.tanh(self.dense(hidden[:, -1]))
+        last = key_mask.long().sum(dim=1).clamp(min=1) - 1
+        return torch.tanh(self.dense(hidden[torch.arange(hidden.shape[0]), last]))
 
 
 class BertModel(BertPreTrainedModel):
@@ -112,7 +123,7 @@ class BertModel(BertPreTrainedModel):
         )
         return ModelOutput(
             last_hidden_state=last,
-            pooled_output=self.pooler(last) if self.pooler is not None else None,
+            pooled_output=self.pooler(last, key_mask) if self.pooler is not None else None,
             hidden_states=all_hidden,
             attentions=all_attentions,
         )

@@ -123,5 +123,6 @@ def encode_at_positions(bert, input_ids: torch.Tensor, token_type_ids: torch.Ten
         last = gather_positions(hidden, positions)
     else:
         last = layer_at_positions(layers[-1], hidden, query_mask(key_mask, length, causal, positions), positions)
-    pooled = bert.pooler(last) if bert.pooler is not None else None
+    # a causal model pools its last real token, which the positions need not hold: no summary
+    pooled = bert.pooler(last) if bert.pooler is not None and not causal else None
     return ModelOutput(last_hidden_state=last, pooled_output=pooled)

@@ -72,8 +72,11 @@ def _encode_and_predict(model, input_ids, token_type_ids, attention_mask, mlm_la
     ``.mlm_head``); the last layer runs at the labelled positions (and ``[CLS]`` when the model
     has a pooler) only, when that is allowed and pays (see the module docstring)."""
     sparse = None
-    if mlm_labels is not None and model.sparse_last_layer and not (output_hidden_states or output_attentions):
-        sparse = labelled_positions(mlm_labels, with_cls=model.bert.pooler is not None)
+    pooler = model.bert.pooler
+    # a causal model pools its last real token, which the labelled positions need not hold
+    if (mlm_labels is not None and model.sparse_last_layer and not (output_hidden_states or output_attentions)
+            and not (pooler is not None and pooler.causal)):
+        sparse = labelled_positions(mlm_labels, with_cls=pooler is not None)
     if sparse is None:
         out = model.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         return (out, *masked_lm(model.mlm_head, out.last_hidden_state, mlm_labels))

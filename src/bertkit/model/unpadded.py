@@ -136,7 +136,7 @@ def forward_unpadded(bert, input_ids: torch.Tensor, token_type_ids: torch.Tensor
     hidden, packing, states = encode_packed(bert, input_ids, token_type_ids, key_mask,
                                             output_hidden_states=output_hidden_states)
     last = states[-1] if states is not None else packing.unpack(hidden)
-    pooled = bert.pooler(last) if bert.pooler is not None else None
+    pooled = bert.pooler(last, key_mask) if bert.pooler is not None else None
     return ModelOutput(last_hidden_state=last, pooled_output=pooled, hidden_states=states)
 
 
