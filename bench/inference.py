@@ -12,22 +12,35 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
   real tokens only), on the sorted and on the file-order batches; ``--compile`` adds
   "bertkit compiled" (``torch.compile(dynamic=True)``, compiled before timing).
 
+``--precision`` times the precision axis instead: a sequence classifier (random weights, the
+same in every row) as bertkit fp32 / bf16 / INT8, ONNX Runtime fp32 / INT8 (``export-onnx``)
+and Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same
+PyTorch dynamic quantisation as bertkit's), on the same fixed-length and SST-2 workloads,
+with ratios to Hugging Face fp32. bertkit and ONNX Runtime get bertkit's length-sorted text
+batches, Hugging Face the file-order ones. Every row's logits are checked against bertkit
+fp32 first (fp32 rows within 1e-3, the others within 10% of the logits' range or 0.01,
+whichever is larger: random weights give logits close together).
+
 Each figure is the best of ``--rounds`` interleaved rounds (the CPU may be shared), each
 round running at least ``--min-time`` seconds (and at least one batch). Every
 implementation's output is checked against bertkit's before timing.
 
     python bench/inference.py                      # base and mini, a few minutes on 2 cores
     python bench/inference.py --shapes mini --rounds 1 --min-time 0.5   # quick look
+    python bench/inference.py --precision          # fp32 / bf16 / INT8 / ONNX Runtime / HF
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
+import functools
 import json
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -35,8 +48,11 @@ import torch
 from bertkit.checkpoint import save_pretrained
 from bertkit.config import BertConfig
 from bertkit.inference import length_batches
-from bertkit.model import BertModel
+from bertkit.model import BertForSequenceClassification, BertModel
+from bertkit.precision import autocast, quantize_int8
 
+PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "ort fp32", "ort int8", "hf fp32",
+                  "hf int8")
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -59,6 +75,10 @@ def parse_args(argv=None):
     p.add_argument("--no-eager", action="store_true", help="skip Hugging Face eager attention")
     p.add_argument("--compile", action="store_true",
                    help="also time bertkit under torch.compile(dynamic=True)")
+    p.add_argument("--precision", action="store_true",
+                   help="time the precision axis (see above) instead of the encoder comparison")
+    p.add_argument("--rows", default=",".join(PRECISION_ROWS),
+                   help="with --precision: comma-separated rows to run (default all)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     return p.parse_args(argv)
 
@@ -81,16 +101,20 @@ def run_batches(model, batches, hf: bool):
                 model(ids, types, mask)
 
 
-def measure(model, batches, hf: bool, min_time: float, clock=time.perf_counter) -> float:
-    """Sequences per second over repeated passes of ``batches`` (at least ``min_time`` s)."""
+def measure(run, batches, min_time: float, clock=time.perf_counter) -> float:
+    """Sequences per second of ``run(batches)`` repeated for at least ``min_time`` s."""
     sequences = sum(b[0].shape[0] for b in batches)
     done, start = 0, clock()
     while True:
-        run_batches(model, batches, hf)
+        run(batches)
         done += sequences
         elapsed = clock() - start
         if elapsed >= min_time:
             return done / elapsed
+
+
+def clock_of(args):
+    return time.process_time if args.clock == "cpu" else time.perf_counter
 
 
 def pad_batch(rows, pad_id=0):
@@ -126,6 +150,17 @@ def sst2_token_ids(limit: int):
     return [e.input_ids for e in tok.encode_batch(sentences, max_length=128)]
 
 
+def text_workloads(rows, size: int, hidden: int, args):
+    """SST-2 batches of ``size`` in file order and length-sorted (bertkit's), evenly thinned
+    to ``--base-text-batches`` for base-sized models."""
+    file_order = [pad_batch(rows[i : i + size]) for i in range(0, len(rows), size)]
+    groups = length_batches([len(r) for r in rows], size, longest_first=True)
+    by_length = [pad_batch([rows[i] for i in group]) for group in groups]
+    if hidden >= 768 and args.base_text_batches:
+        file_order, by_length = (stride_sample(b, args.base_text_batches) for b in (file_order, by_length))
+    return file_order, by_length
+
+
 def check_same_outputs(models, batch):
     ids, types, mask = batch
     with torch.inference_mode():
@@ -149,8 +184,8 @@ def compare(label, workloads, models, args, results):
         order = list(workloads) if round_ % 2 == 0 else list(reversed(list(workloads)))
         for name in order:
             model_name, batches = workloads[name]
-            clock = time.process_time if args.clock == "cpu" else time.perf_counter
-            speed = measure(models[model_name], batches, model_name.startswith("hf"), args.min_time, clock)
+            run = functools.partial(run_batches, models[model_name], hf=model_name.startswith("hf"))
+            speed = measure(run, batches, args.min_time, clock_of(args))
             best[name] = max(best[name], speed)
     line = {"workload": label, "seq_per_s": best}
     for ref in ("hf sdpa", "hf eager"):
@@ -199,17 +234,15 @@ def bench_shape(shape: str, args, results, text_ids):
         print("  (SST-2 dev not found under ../shared/data: variable-length text skipped)")
         return
     rows, size = text_ids, args.text_batch
-    file_order = [pad_batch(rows[i : i + size]) for i in range(0, len(rows), size)]
-    groups = length_batches([len(r) for r in rows], size, longest_first=True)
-    by_length = [pad_batch([rows[i] for i in group]) for group in groups]
-    check_same_outputs(models, file_order[0])
-    padded = sum(b[0].numel() for b in file_order)
-    sorted_tokens = sum(b[0].numel() for b in by_length)
+    all_file_order, all_by_length = text_workloads(rows, size, 0, args)
+    padded = sum(b[0].numel() for b in all_file_order)
+    sorted_tokens = sum(b[0].numel() for b in all_by_length)
     real = sum(len(r) for r in rows)
     print(f"  SST-2 dev: {len(rows)} sentences, {real} tokens; padded tokens: file order {padded}, "
           f"by length {sorted_tokens}", flush=True)
-    if config.hidden_size >= 768 and args.base_text_batches:
-        file_order, by_length = (stride_sample(b, args.base_text_batches) for b in (file_order, by_length))
+    file_order, by_length = text_workloads(rows, size, config.hidden_size, args)
+    check_same_outputs(models, file_order[0])
+    if len(by_length) < len(all_by_length):
         print(f"  (timing {len(by_length)} of each workload's batches, evenly spread)", flush=True)
     workloads = {"bertkit": ("bertkit", by_length), "bertkit (file order)": ("bertkit", file_order)}
     workloads.update({name: (name, file_order) for name in models if name.startswith("hf")})
@@ -221,6 +254,106 @@ def bench_shape(shape: str, args, results, text_ids):
         run_batches(variants["bertkit compiled"], by_length, hf=False)  # compile before timing
         workloads["bertkit compiled"] = ("bertkit compiled", by_length)
     compare(f"SST-2 dev batch {size}", workloads, models, args, results)
+
+
+# ----------------------------------------------------------------- the precision axis
+def precision_runners(model, directory, names, tmp):
+    """name -> ``run(ids, types, mask) -> logits`` for each row of ``names`` that applies."""
+    runners = {}
+
+    def bertkit(m, precision):
+        def run(ids, types, mask):
+            with torch.inference_mode(), autocast(precision):
+                return m(ids, types, mask).logits.float()
+        return run
+
+    for precision in ("fp32", "bf16"):
+        if f"bertkit {precision}" in names:
+            runners[f"bertkit {precision}"] = bertkit(model, precision)
+    if "bertkit int8" in names:
+        runners["bertkit int8"] = bertkit(quantize_int8(copy.deepcopy(model)), "fp32")
+    for precision in ("fp32", "int8"):
+        if f"ort {precision}" in names:
+            from bertkit.onnx_export import OrtModel, export_onnx
+
+            ort = OrtModel(export_onnx(directory, Path(tmp) / f"{precision}.onnx", int8=precision == "int8"),
+                           threads=torch.get_num_threads())
+            runners[f"ort {precision}"] = lambda ids, types, mask, o=ort: o(ids, types, mask).logits
+    if "hf fp32" in names or "hf int8" in names:
+        import transformers
+
+        hf = transformers.BertForSequenceClassification.from_pretrained(
+            directory, attn_implementation="sdpa", local_files_only=True).eval()
+
+        def hf_run(m):
+            def run(ids, types, mask):
+                with torch.inference_mode():
+                    return m(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
+            return run
+
+        if "hf fp32" in names:
+            runners["hf fp32"] = hf_run(hf)
+        if "hf int8" in names:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(hf), {torch.nn.Linear},
+                                                           dtype=torch.qint8)
+            runners["hf int8"] = hf_run(q)
+    return runners
+
+
+def check_logits(runners, batch):
+    if "bertkit fp32" not in runners:
+        return
+    ref = runners["bertkit fp32"](*batch)
+    scale = float(ref.max() - ref.min()) or 1.0
+    for name, run in runners.items():
+        diff = float((run(*batch) - ref).abs().max())
+        limit = 1e-3 if name.endswith("fp32") else max(0.1 * scale, 1e-2)
+        if diff > limit:
+            raise SystemExit(f"{name} differs from bertkit fp32 by {diff:.3g} (limit {limit:.3g})")
+
+
+def compare_precisions(label, workloads, runners, args, results):
+    best = dict.fromkeys(workloads, 0.0)
+    for round_ in range(args.rounds):
+        order = list(workloads) if round_ % 2 == 0 else list(reversed(list(workloads)))
+        for name in order:
+            def run(batches, r=runners[name]):
+                for b in batches:
+                    r(*b)
+
+            best[name] = max(best[name], measure(run, workloads[name], args.min_time, clock_of(args)))
+    base = best.get("hf fp32")
+    cells = [f"{n} {v:7.1f}" + (f" (x{v / base:.2f})" if base else "") for n, v in best.items()]
+    print(f"  {label:<24} seq/s vs hf fp32: " + " | ".join(cells), flush=True)
+    results.append({"workload": label, "seq_per_s": best})
+
+
+def bench_precision_shape(shape: str, args, results, text_ids):
+    config = BertConfig.preset(shape)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config, 2).eval()
+    names = [r.strip() for r in args.rows.split(",") if r.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        save_pretrained(model, Path(tmp) / "m")
+        runners = precision_runners(model, Path(tmp) / "m", names, tmp)
+        print(f"{shape}: {config.num_hidden_layers} layers, hidden {config.hidden_size} "
+              f"(rows: {', '.join(runners)})", flush=True)
+        g = torch.Generator().manual_seed(1)
+        for size in [int(b) for b in args.batch_sizes.split(",") if b.strip()]:
+            ids = torch.randint(1000, config.vocab_size, (size, args.seq_len), generator=g)
+            batch = (ids, torch.zeros_like(ids), torch.ones_like(ids))
+            check_logits(runners, batch)
+            compare_precisions(f"fixed {args.seq_len} x {size}", {n: [batch] for n in runners},
+                               runners, args, results)
+        if text_ids is None:
+            print("  (SST-2 dev not found under ../shared/data: variable-length text skipped)")
+            return
+        file_order, by_length = text_workloads(text_ids, args.text_batch, config.hidden_size, args)
+        check_logits(runners, by_length[0])
+        workloads = {n: (file_order if n.startswith("hf") else by_length) for n in runners}
+        compare_precisions(f"SST-2 dev x {args.text_batch}", workloads, runners, args, results)
 
 
 def main(argv=None) -> int:
@@ -242,7 +375,7 @@ def main(argv=None) -> int:
     text_ids = sst2_token_ids(args.text_limit)
     results: list[dict] = []
     for shape in args.shapes.split(","):
-        bench_shape(shape.strip(), args, results, text_ids)
+        (bench_precision_shape if args.precision else bench_shape)(shape.strip(), args, results, text_ids)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

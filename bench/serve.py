@@ -10,6 +10,14 @@ bertkit fp32. Bounded: each level stops at ``--max-seconds``.
 
     python bench/serve.py --model runs/sst2                       # 10,000 requests in all
     python bench/serve.py --model runs/sst2 --requests 900 --max-seconds 60   # short
+    python bench/serve.py --shape base     # a BERT-Base-shaped SST-2 model (see --shape)
+
+``--shape PRESET`` measures a model of that size instead of ``--model``: a randomly initialised
+encoder of the preset with the uncased vocabulary, given its SST-2 head by the real
+``finetune`` code on 32 training sentences (one short epoch). Its predictions mean nothing;
+its cost per request is that of a real model of the size, which is what serving measures
+(with BERT-Tiny the forward pass is a small part of a request, so batching has little to
+win).
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ class TextBody(BaseModel):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="a fine-tuned SST-2 model directory")
+    p.add_argument("--model", help="a fine-tuned SST-2 model directory")
+    p.add_argument("--shape", help="instead of --model: a model of this preset (base, mini, ...), "
+                                   "random weights with an SST-2 head; see above")
     p.add_argument("--requests", type=int, default=10000, help="requests in all (default 10000)")
     p.add_argument("--concurrency", default="1,8,32")
     p.add_argument("--servers", default="bertkit fp32,bertkit int8,hf pipeline")
@@ -65,6 +75,26 @@ def baseline_app(model_dir: str):
         return {"status": "ok"}
 
     return app
+
+
+def shaped_model(shape: str, where: Path) -> str:
+    """An SST-2 model directory of preset ``shape`` under ``where`` (see ``--shape``)."""
+    import torch
+
+    from bertkit.checkpoint import save_pretrained
+    from bertkit.config import BertConfig
+    from bertkit.model import BertModel
+    from bertkit.tasks import get_task
+    from bertkit.tasks.finetune import finetune
+    from bertkit.tasks.finetune_config import FinetuneConfig
+    from bertkit.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer.from_file(DATA / "vocab" / "bert-base-uncased-vocab.txt", lowercase=True)
+    torch.manual_seed(0)
+    save_pretrained(BertModel(BertConfig.preset(shape)), where / "encoder", tokenizer=tokenizer)
+    cfg = FinetuneConfig(epochs=1, batch=16, max_train_examples=32, progress=False)
+    finetune(get_task("sst2"), where / "encoder", DATA / "glue" / "SST-2", where / "sst2", cfg)
+    return str(where / "sst2")
 
 
 def free_port() -> int:
@@ -170,6 +200,14 @@ def main(argv=None) -> int:
         return 0
     from bertkit.inference import load
 
+    if (args.model is None) == (args.shape is None):
+        raise SystemExit("give --model DIR or --shape PRESET (one of them)")
+    if args.shape:
+        import tempfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="bench-serve-")
+        args.model = shaped_model(args.shape, Path(scratch.name))
+        print(f"model: {args.shape}-shaped SST-2 classifier, random weights ({args.model})", flush=True)
     dev = DATA / "glue" / "SST-2" / "dev.tsv"
     with open(dev, encoding="utf-8") as f:
         sentences = [r["sentence"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
