@@ -4,6 +4,7 @@
 # with `bertkit downstream`; the real BERT-Tiny checkpoint as a reference row.
 #
 #   bash bench/table5.sh [OUT] [BUDGET] [SIZE] [LR]   # defaults: runs/table5 1h tiny 1e-3
+#   STAGE2=8000 bash bench/table5.sh ...              # then 8,000 more steps (section 5)
 #
 # BUDGET is either a time (`1h`, `30m`: `pretrain --budget`, steps planned from the speed
 # measured at the start) or a step count (`3700`: the same compute for every objective on a
@@ -67,3 +68,22 @@ $BERTKIT downstream "$DATA/models/bert-tiny-splade" --out "$OUT/bert-tiny/glue" 
 $BERTKIT compare-downstream "$OUT"/pt-mlm_nsp/glue "$OUT"/pt-mlm/glue "$OUT"/pt-ltr/glue \
   "$OUT"/random-init/glue "$OUT"/bert-tiny/glue --names BERT,"No NSP","LTR & No NSP",none,BERT-Tiny \
   --baseline none --chart "$OUT/table5.png"
+
+# 5. optional second stage (docs/budget-pretraining.md, "Stage 2"): STAGE2=8000 continues the
+#    mlm+nsp and mlm models for that many more steps from their exported stage-1 models (a new
+#    warm-up and decay, the same recipe, seed 1), then fine-tunes them with the same grid.
+if [ -n "${STAGE2:-}" ]; then
+  for objective in mlm+nsp mlm; do
+    run="$OUT/pt2-${objective/+/_}"
+    [ -f "$run/model/config.json" ] || $BERTKIT pretrain --data "$OUT/data-train" \
+      --eval-data "$OUT/data-eval" --vocab "$VOCAB" --init-from "$OUT/pt-${objective/+/_}/model" \
+      --out "$run" --model-size "$SIZE" --objective "$objective" --steps "$STAGE2" --seed 1 \
+      --batch-size 32 --lr "$LR" --warmup-fraction 0.06 --dropout 0 --log-every 50 \
+      --eval-every 500 --eval-batches 38 --save-every 250 --resume
+    $BERTKIT downstream "$run/model" --out "$run/glue" "${GRID[@]}"
+  done
+  $BERTKIT compare-downstream "$OUT"/pt2-mlm_nsp/glue "$OUT"/pt2-mlm/glue "$OUT"/pt-ltr/glue \
+    "$OUT"/random-init/glue "$OUT"/bert-tiny/glue \
+    --names "BERT, stage 2","No NSP, stage 2","LTR & No NSP",none,BERT-Tiny \
+    --baseline none --chart "$OUT/table5-stage2.png"
+fi
