@@ -177,16 +177,24 @@ def check_same_outputs(models, batch):
                 raise SystemExit(f"{name} differs from bertkit by {diff:.2e}: not the same weights")
 
 
+def best_of_rounds(timed: dict, args) -> dict[str, float]:
+    """name -> best sequences/s of ``timed[name] = (run, batches)`` over ``--rounds`` rounds,
+    the names taking turns (reversed every other round) so that a change of load falls on
+    all alike."""
+    best = dict.fromkeys(timed, 0.0)
+    for round_ in range(args.rounds):
+        order = list(timed) if round_ % 2 == 0 else list(reversed(list(timed)))
+        for name in order:
+            run, batches = timed[name]
+            best[name] = max(best[name], measure(run, batches, args.min_time, clock_of(args)))
+    return best
+
+
 def compare(label, workloads, models, args, results):
     """Time each implementation on its workload, interleaved; print seq/s and ratios."""
-    best = dict.fromkeys(workloads, 0.0)
-    for round_ in range(args.rounds):
-        order = list(workloads) if round_ % 2 == 0 else list(reversed(list(workloads)))
-        for name in order:
-            model_name, batches = workloads[name]
-            run = functools.partial(run_batches, models[model_name], hf=model_name.startswith("hf"))
-            speed = measure(run, batches, args.min_time, clock_of(args))
-            best[name] = max(best[name], speed)
+    timed = {name: (functools.partial(run_batches, models[m], hf=m.startswith("hf")), batches)
+             for name, (m, batches) in workloads.items()}
+    best = best_of_rounds(timed, args)
     line = {"workload": label, "seq_per_s": best}
     for ref in ("hf sdpa", "hf eager"):
         if ref in best:
@@ -314,16 +322,13 @@ def check_logits(runners, batch):
             raise SystemExit(f"{name} differs from bertkit fp32 by {diff:.3g} (limit {limit:.3g})")
 
 
-def compare_precisions(label, workloads, runners, args, results):
-    best = dict.fromkeys(workloads, 0.0)
-    for round_ in range(args.rounds):
-        order = list(workloads) if round_ % 2 == 0 else list(reversed(list(workloads)))
-        for name in order:
-            def run(batches, r=runners[name]):
-                for b in batches:
-                    r(*b)
+def run_each(run, batches):
+    for b in batches:
+        run(*b)
 
-            best[name] = max(best[name], measure(run, workloads[name], args.min_time, clock_of(args)))
+
+def compare_precisions(label, workloads, runners, args, results):
+    best = best_of_rounds({n: (functools.partial(run_each, runners[n]), b) for n, b in workloads.items()}, args)
     base = best.get("hf fp32")
     cells = [f"{n} {v:7.1f}" + (f" (x{v / base:.2f})" if base else "") for n, v in best.items()]
     print(f"  {label:<24} seq/s vs hf fp32: " + " | ".join(cells), flush=True)
