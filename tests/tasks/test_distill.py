@@ -99,8 +99,8 @@ def test_teacher_equal_to_student_gives_zero_soft_loss(model_dir, name, labels):
     assert torch.allclose(mixed.compute(model, batch).loss, plain.loss)
 
 
-def test_distill_runs_the_teacher_once_and_saves_a_task_model(teacher, toy_dir, tmp_path):
-    task = get_task("sst2")
+def count_teacher_forwards(task, teacher) -> list:
+    """A list that gets one entry per forward pass of ``teacher`` built by ``task``."""
     calls = []
     original = task.build_model
 
@@ -111,6 +111,12 @@ def test_distill_runs_the_teacher_once_and_saves_a_task_model(teacher, toy_dir, 
         return model
 
     task.build_model = counting_build
+    return calls
+
+
+def test_distill_runs_the_teacher_once_and_saves_a_task_model(teacher, toy_dir, tmp_path):
+    task = get_task("sst2")
+    calls = count_teacher_forwards(task, teacher)
     cfg = FinetuneConfig(**{**FAST, "epochs": 2, "grid": {"seed": [1, 2]}})
     runs, best = distill(task, toy_dir, tmp_path / "d", DistillConfig(str(teacher), student_layers=1), cfg)
     train_batches = -(-128 // FAST["eval_batch"])
@@ -287,16 +293,7 @@ def test_distill_with_matching_trains_a_different_student_and_saves_an_ordinary_
 
 def test_matching_runs_the_teacher_on_every_training_batch(teacher, toy_dir, tmp_path):
     task = get_task("sst2")
-    calls = []
-    original = task.build_model
-
-    def counting_build(model_dir, config_overrides=None):
-        model = original(model_dir, config_overrides)
-        if str(model_dir) == str(teacher):
-            model.register_forward_hook(lambda *a: calls.append(1))
-        return model
-
-    task.build_model = counting_build
+    calls = count_teacher_forwards(task, teacher)
     cfg = FinetuneConfig(**{**FAST, "epochs": 1})
     distill(task, toy_dir, tmp_path / "d", DistillConfig(str(teacher), student_layers=1, hidden_weight=0.5), cfg)
     caching, steps = -(-128 // FAST["eval_batch"]), -(-128 // FAST["batch"])
