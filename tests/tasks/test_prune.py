@@ -25,13 +25,13 @@ def trained(model_dir, toy_dir, tmp_path_factory):
 def test_prune_cli_saves_a_smaller_model_and_the_curve(trained, toy_dir, tmp_path, capsys):
     out = tmp_path / "pruned"
     code = main(["prune", str(trained), "--task", "sst2", "--data", str(toy_dir), "--heads", "0.5",
-                 "--out", str(out), "--curve", "0,0.25,0.5", "--importance-examples", "64",
+                 "--out", str(out), "--curve", "0,0.25,0.5,0.75", "--importance-examples", "64",
                  "--no-progress"])
     assert code == 0
     record = json.loads((out / "prune.json").read_text())
     assert record["heads_removed"] == 2 and record["heads_total"] == 4
     assert record["parameters_after"] < record["parameters_before"]
-    assert [p["heads_removed"] for p in record["curve"]] == [0, 1, 2]
+    assert [p["heads_removed"] for p in record["curve"]] == [0, 1, 2]  # 0.75 clips to 2: one point
     assert record["curve"][0]["accuracy"] == record["metrics_before"]["accuracy"]
     assert (out / "pruning_curve.png").read_bytes()[:4] == b"\x89PNG"
     model = load_pretrained(out)

@@ -111,8 +111,8 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
     params_before = sum(p.numel() for p in model.parameters())
     curve = []
     most = total - len(importance)  # every layer keeps one head
-    for fraction in sorted(set(cfg.curve)):
-        removed = min(round(fraction * total), most)
+    # fractions that round (or clip) to the same number of heads are one point
+    for removed in sorted({min(round(fraction * total), most) for fraction in cfg.curve}):
         pruned = copy.deepcopy(model)
         if removed:
             prune_heads(pruned, heads_to_prune(importance, removed))
