@@ -8,7 +8,16 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.inference import load
-from bertkit.precision import INT8_FILE, is_int8, load_model, prepare, quantize_int8, save_int8
+from bertkit.precision import (
+    INT8_ENGINE,
+    INT8_FILE,
+    int8_engine,
+    is_int8,
+    load_model,
+    prepare,
+    quantize_int8,
+    save_int8,
+)
 
 from .task_models import make_task_model
 
@@ -59,6 +68,43 @@ def test_int8_directory_round_trip_is_exact(tmp_path, kind):
         assert served.predict(TEXTS) == load(directory, precision="int8").predict(TEXTS)
     with pytest.raises(BertkitError, match="INT8"):
         load(out, precision="bf16")
+
+
+def test_int8_packs_for_its_engine_and_restores_the_process_setting(tmp_path, monkeypatch):
+    quantized = torch.backends.quantized
+    if INT8_ENGINE not in quantized.supported_engines:
+        pytest.skip(f"this PyTorch has no {INT8_ENGINE} engine")
+    other = next(e for e in quantized.supported_engines if e not in (INT8_ENGINE, "qnnpack"))
+    monkeypatch.setattr(quantized, "engine", other)
+    seen = []
+    Linear = torch.ao.nn.quantized.dynamic.Linear
+    original = Linear.set_weight_bias
+
+    def spy(self, weight, bias):
+        seen.append(quantized.engine)
+        return original(self, weight, bias)
+
+    monkeypatch.setattr(Linear, "set_weight_bias", spy)
+    directory = make_task_model(tmp_path, "classify")
+    model = quantize_int8(load_model(directory))
+    assert quantized.engine == other
+    save_int8(model, tmp_path / "int8")
+    load_model(tmp_path / "int8")
+    assert quantized.engine == other
+    assert seen and set(seen) == {INT8_ENGINE}  # quantising and loading both packed for it
+    with int8_engine() as engine:
+        assert engine == quantized.engine == INT8_ENGINE
+    assert quantized.engine == other
+
+
+def test_an_unknown_int8_engine_is_a_clear_error(monkeypatch):
+    import bertkit.precision as precision
+
+    monkeypatch.setenv("BERTKIT_INT8_ENGINE", "nope")
+    monkeypatch.setattr(precision, "INT8_ENGINE", "nope")
+    with pytest.raises(BertkitError, match="BERTKIT_INT8_ENGINE='nope'"):
+        with int8_engine():
+            pass
 
 
 def test_precision_errors(tmp_path):
