@@ -6,9 +6,13 @@ real loader of 4.x, installed into a scratch directory (not a project dependency
 
     pip install --no-deps --target .hf4 transformers==4.46.3 tokenizers==0.20.3 \
         huggingface_hub==0.26.5 requests urllib3 idna certifi charset_normalizer
-    python bench/pruned_heads_hf4.py .hf4
+    python bench/pruned_heads_hf4.py .hf4                      # a small random model, pruned here
+    python bench/pruned_heads_hf4.py .hf4 PRUNED_DIR [UNPRUNED_DIR] # a model saved by bertkit prune
 
-Prints the transformers version, parameter counts and the largest logit difference.
+Prints the transformers version, parameter counts and the largest logit difference. With a
+model directory (a sequence classifier saved by ``bertkit prune``), both libraries load it
+from disk and run the first 64 SST-2 dev sentences (``../shared/data/glue``) in one padded
+batch; ``UNPRUNED_DIR`` adds its parameter count for comparison.
 """
 
 from __future__ import annotations
@@ -19,10 +23,39 @@ from pathlib import Path
 
 import torch
 
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def check_directory(transformers, directory: str, unpruned: str | None) -> None:
+    from bertkit.checkpoint import load_pretrained, load_tokenizer
+    from bertkit.model.pruning import count_heads
+
+    ours = load_pretrained(directory).eval()
+    hf = transformers.BertForSequenceClassification.from_pretrained(directory).eval()
+    lines = (DATA / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:65]
+    encodings = load_tokenizer(directory).encode_batch([line.split("\t")[0] for line in lines],
+                                                       max_length=128, padding="longest")
+    ids = torch.tensor([e.input_ids for e in encodings])
+    mask = torch.tensor([e.attention_mask for e in encodings])
+    with torch.no_grad():
+        mine = ours(ids, attention_mask=mask).logits
+        theirs = hf(input_ids=ids, attention_mask=mask).logits
+    counts = f"bertkit {sum(p.numel() for p in ours.parameters())}, transformers {hf.num_parameters()}"
+    if unpruned:
+        counts += f", unpruned {sum(p.numel() for p in load_pretrained(unpruned).parameters())}"
+    print(f"{directory}: heads {count_heads(ours)}; parameters {counts}; "
+          f"max abs logit difference over {len(lines)} sentences {(mine - theirs).abs().max().item():.2e} "
+          f"(logits range {mine.min().item():.3f} to {mine.max().item():.3f})")
+
 
 def main() -> None:
     sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else ".hf4")
     import transformers
+
+    if len(sys.argv) > 2:
+        print("transformers", transformers.__version__)
+        check_directory(transformers, sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+        return
 
     from bertkit.checkpoint import save_pretrained
     from bertkit.config import BertConfig
