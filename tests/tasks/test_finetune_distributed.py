@@ -123,9 +123,9 @@ def test_refused_out_stops_every_rank_with_the_same_error(tmp_path, model_dir, t
     out.mkdir()
     (out / "results.json").write_text("{}")  # a finished run: refused without --overwrite
     args = ["--standalone", "--nproc_per_node", "2",
-            # the agent looks at its workers every 5 s: time for each to fail on its own (by
+            # the agent looks at its workers every 15 s: time for each to fail on its own (by
             # default it SIGTERMs the others 0.1 s after the first exits)
-            "--monitor-interval", "5", "-m", "bertkit.cli.main", "finetune", "sst2",
+            "--monitor-interval", "15", "-m", "bertkit.cli.main", "finetune", "sst2",
             "--model", str(model_dir), "--data", str(toy_dir), "--out", str(out), "--epochs", "1",
             "--batch-size", "8", "--no-progress", "--device", "cpu"]
     with launches() as started:
@@ -135,5 +135,8 @@ def test_refused_out_stops_every_rank_with_the_same_error(tmp_path, model_dir, t
     assert code is not None and code != 0, output[-4000:]
     message = f"bertkit: error: {out} already holds a fine-tuned model: pass --overwrite"
     assert output.count(message) == 2, output[-4000:]  # rank 0 and rank 1
-    assert "SIGTERM" not in output and "Connection" not in output
+    # Each rank reached its own error: that is the behaviour under test. Whether the agent
+    # then SIGTERMs a rank still shutting down depends on the machine's load (a busy CI
+    # machine took over 5 s), so it is not asserted; a lost connection would be a failure.
+    assert "Connection" not in output, output[-4000:]
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # nothing written
