@@ -329,3 +329,25 @@ def test_a_stride_not_smaller_than_the_window_is_refused(tmp_path, capsys):
         create_app(ServeConfig(model=str(directory), long_text={"long_text": "window", "stride": 46}))
     assert main(["serve", str(directory), "--long-text", "window", "--stride", "60"]) == 1
     assert "--stride=60 must be" in capsys.readouterr().err
+
+
+def test_the_main_thread_loads_the_model_on_one_thread(tmp_path, monkeypatch):
+    # the forward passes run in the batcher's thread; a main thread that had run parallel work
+    # of its own slowed them 1.4-1.6x (docs/serving.md), so loading runs on one thread
+    import torch
+
+    import bertkit.inference
+
+    directory = make_task_model(tmp_path, "classify")
+    seen = []
+    real_load = bertkit.inference.load
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(bertkit.inference, "load", spy)
+    before = torch.get_num_threads()
+    create_app(ServeConfig(model=str(directory)))
+    assert seen == [1]
+    assert torch.get_num_threads() == before
