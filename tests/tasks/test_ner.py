@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 
 import numpy as np
 import pytest
-import torch
 
 from bertkit.runlog import RunLogger
 from bertkit.tasks import get_task
 from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
+from bertkit.threads import torch_threads
 from bertkit.tokenizer import BertTokenizer
 
 from .finetune_helpers import make_model
@@ -95,16 +94,10 @@ def test_label_list_puts_o_first():
     assert label_list([["B-PER", "O"], ["I-LOC", "B-LOC"]]) == ["O", "B-LOC", "B-PER", "I-LOC"]
 
 
-@contextlib.contextmanager
 def one_thread():
     """Toy runs on one torch thread: tiny ops gain nothing from more, and on a shared
     machine extra threads only wait for each other (results are the same)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    return torch_threads(1)
 
 
 def toy_conll_sentence(rng: random.Random) -> list[tuple[str, str]]:

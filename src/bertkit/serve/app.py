@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from bertkit.inference_tasks import InputError, Plan
 from bertkit.serve.batcher import DynamicBatcher, QueueFull
 from bertkit.serve.config import ServeConfig
+from bertkit.threads import torch_threads
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
@@ -134,25 +135,6 @@ class Service:
                 "rows_run": self.batcher.rows_run if self.batcher else 0}
 
 
-@contextlib.contextmanager
-def _one_intra_op_thread():
-    """Run the enclosed torch work on one thread, then give the thread count back.
-
-    Why: the forward passes run in the batcher's worker thread, and once the main thread has
-    run a parallel region of its own (loading, quantising), that worker's passes were 1.4-1.6x
-    slower (BERT-Base, one sentence per pass, 2 cores: 115-127 ms instead of 77-82 ms; two
-    OpenMP thread teams on two cores). Work done on one thread starts no team in the main thread.
-    """
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def create_app(config: ServeConfig, bert=None) -> FastAPI:
     """The application serving ``config.model`` (or the already loaded ``bert``)."""
     config.check()
@@ -163,7 +145,11 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
             import torch
 
             torch.set_num_threads(config.threads)
-        with _one_intra_op_thread():
+        # One intra-op thread while loading (and quantising): the forward passes run in the
+        # batcher's worker thread, and once the main thread had run parallel work of its own
+        # (an OpenMP thread team beside the worker's, on two cores) the worker's single-sentence
+        # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
+        with torch_threads(1):
             bert = load(config.model, device=config.device, precision=config.precision)
     service = Service(config, bert)
 
