@@ -26,7 +26,6 @@ from bertkit.inference import load
 from bertkit.tasks.glue import create_task
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "glue"
-FOLDERS = {"stsb": "STS-B", "sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA"}
 
 
 def features(model, examples, pool: str, max_length: int) -> np.ndarray:
@@ -53,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+", help="model directories")
     parser.add_argument("--tasks", default="stsb,sst2", help="comma-separated: stsb and/or classification tasks")
-    parser.add_argument("--data", type=Path, default=DATA, help="GLUE root folder")
+    parser.add_argument("--data", type=Path, default=DATA, help="GLUE root folder (the reader finds each task's folder)")
     parser.add_argument("--train-examples", type=int, default=5000, help="training examples probed (first N)")
     parser.add_argument("--penalties", default="1,10,100,1000", help="ridge penalties tried")
     parser.add_argument("--max-length", type=int, default=128)
@@ -67,8 +66,8 @@ def main() -> None:
         model = load(model_dir)
         for task in args.tasks.split(","):
             reader = create_task(task)
-            train = reader.read(args.data / FOLDERS[task], "train")[: args.train_examples]
-            dev = reader.read(args.data / FOLDERS[task], "dev")
+            train = reader.read(args.data, "train")[: args.train_examples]
+            dev = reader.read(args.data, "dev")
             train_y = np.array([float(e.label) for e in train])
             dev_y = np.array([float(e.label) for e in dev])
             for pool in ("cls", "mean"):
