@@ -23,7 +23,9 @@ whichever is larger: random weights give logits close together).
 
 Each figure is the best of ``--rounds`` interleaved rounds (the CPU may be shared), each
 round running at least ``--min-time`` seconds (and at least one batch). Every
-implementation's output is checked against bertkit's before timing.
+implementation's output is checked against bertkit's before timing. glibc malloc is tuned to
+keep freed memory (``bertkit.cpu.keep_freed_memory``, as ``bertkit.inference.load`` does on
+the CPU) for every row alike; ``--default-malloc`` leaves it as it is.
 
     python bench/inference.py                      # base and mini, a few minutes on 2 cores
     python bench/inference.py --shapes mini --rounds 1 --min-time 0.5   # quick look
@@ -79,6 +81,8 @@ def parse_args(argv=None):
                    help="time the precision axis (see above) instead of the encoder comparison")
     p.add_argument("--rows", default=",".join(PRECISION_ROWS),
                    help="with --precision: comma-separated rows to run (default all)")
+    p.add_argument("--default-malloc", action="store_true",
+                   help="leave glibc malloc as it is (default: keep freed memory, for every row)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     return p.parse_args(argv)
 
@@ -375,8 +379,13 @@ def main(argv=None) -> int:
     transformers.logging.disable_progress_bar()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if not args.default_malloc:
+        from bertkit.cpu import keep_freed_memory
+
+        keep_freed_memory()  # process-wide: the same allocator for every row
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, transformers "
-          f"{transformers.__version__}, clock {args.clock}")
+          f"{transformers.__version__}, clock {args.clock}, glibc malloc "
+          f"{'default' if args.default_malloc else 'keeping freed memory'}")
     text_ids = sst2_token_ids(args.text_limit)
     results: list[dict] = []
     for shape in args.shapes.split(","):

@@ -31,7 +31,7 @@ autocast), fp32 without it; each row also gives that contender's bf16 speed-up o
 Prints the median wall ms/step (the contenders take turns step by step), tokens/s by the
 wall clock and by process CPU time (steadier on a shared machine; equal to wall time on an
 idle one with --threads 1) and bertkit's speed-up over each contender by both clocks.
-glibc malloc is tuned to keep freed memory (``bertkit.training.cpu.keep_freed_memory``, as
+glibc malloc is tuned to keep freed memory (``bertkit.cpu.keep_freed_memory``, as
 ``bertkit pretrain`` does on the CPU) for every contender alike; ``--default-malloc`` skips it.
 Example: ``python bench/pretrain.py --sizes mini,base --contenders bertkit,hf --precision fp32,bf16``.
 """
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if not args.default_malloc:
-        from bertkit.training.cpu import keep_freed_memory
+        from bertkit.cpu import keep_freed_memory
 
         keep_freed_memory()  # process-wide: the same allocator for all contenders
     from bertkit.training.precision import cpu_bf16_support

@@ -8,6 +8,11 @@ script prints requests/s and p50/p95/p99 latency. Every answer is checked: the s
 code) at the same precision (scores within 1e-4); the baseline's top label is compared with
 bertkit fp32. Bounded: each level stops at ``--max-seconds``.
 
+``bertkit serve`` sets glibc malloc to keep freed memory (``bertkit.cpu.keep_freed_memory``);
+the baseline runs with glibc's defaults, as a user's pipeline would. The server
+``hf pipeline kept`` is the baseline with the same malloc setting as bertkit, to tell the
+two gains apart.
+
     python bench/serve.py --model runs/sst2                       # 10,000 requests in all
     python bench/serve.py --model runs/sst2 --requests 900 --max-seconds 60   # short
     python bench/serve.py --shape base     # a BERT-Base-shaped SST-2 model (see --shape)
@@ -49,11 +54,13 @@ def parse_args(argv=None):
                                    "random weights with an SST-2 head; see above")
     p.add_argument("--requests", type=int, default=10000, help="requests in all (default 10000)")
     p.add_argument("--concurrency", default="1,8,32")
-    p.add_argument("--servers", default="bertkit fp32,bertkit int8,hf pipeline")
+    p.add_argument("--servers", default="bertkit fp32,bertkit int8,hf pipeline",
+                   help="comma-separated, of: bertkit fp32, bertkit int8, hf pipeline, hf pipeline kept")
     p.add_argument("--max-seconds", type=float, default=300, help="per concurrency level at most")
     p.add_argument("--max-wait-ms", type=float, default=5.0)
     p.add_argument("--json")
     p.add_argument("--baseline-server", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--keep-freed-memory", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -105,8 +112,9 @@ def free_port() -> int:
 
 def start(server: str, args, port: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    if server == "hf pipeline":
+    if server.startswith("hf pipeline"):
         cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", "--port", str(port)]
+        cmd += ["--keep-freed-memory"] if server == "hf pipeline kept" else []
     else:
         precision = server.split()[-1]
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.model, "--port", str(port),
@@ -196,6 +204,10 @@ def main(argv=None) -> int:
     if args.baseline_server:
         import uvicorn
 
+        if args.keep_freed_memory:
+            from bertkit.cpu import keep_freed_memory
+
+            keep_freed_memory()
         uvicorn.run(baseline_app(args.model), host="127.0.0.1", port=args.port, log_level="warning")
         return 0
     from bertkit.inference import load
@@ -216,7 +228,7 @@ def main(argv=None) -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     per_level = args.requests // len(levels)
     rows = []
-    print(f"{'server':<14} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+    print(f"{'server':<16} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
           f"{'failed':>6} {'wrong':>6} {'max diff':>9}", flush=True)
     for server in [s.strip() for s in args.servers.split(",") if s.strip()]:
         port = free_port()
@@ -233,9 +245,9 @@ def main(argv=None) -> int:
                        "rps": len(results) / seconds, "p50_ms": percentile(latencies, 50),
                        "p95_ms": percentile(latencies, 95), "p99_ms": percentile(latencies, 99),
                        "failed": failed, "wrong": wrong, "max_score_diff": largest,
-                       "lost": per_level - len(results)}
+                       "not_sent": per_level - len(results)}  # the level hit --max-seconds
                 rows.append(row)
-                print(f"{server:<14} {concurrency:>4} {len(results):>6} {row['rps']:8.1f} {row['p50_ms']:8.1f} "
+                print(f"{server:<16} {concurrency:>4} {len(results):>6} {row['rps']:8.1f} {row['p50_ms']:8.1f} "
                       f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {failed:>6} {wrong:>6} {largest:9.2g}", flush=True)
         finally:
             proc.terminate()
@@ -245,9 +257,10 @@ def main(argv=None) -> int:
                 proc.kill()
     by = {(r["server"], r["concurrency"]): r["rps"] for r in rows}
     for server in ("bertkit fp32", "bertkit int8"):
-        for c in levels:
-            if (server, c) in by and ("hf pipeline", c) in by:
-                print(f"{server} / hf pipeline at concurrency {c}: x{by[(server, c)] / by[('hf pipeline', c)]:.2f}")
+        for baseline in ("hf pipeline", "hf pipeline kept"):
+            for c in levels:
+                if (server, c) in by and (baseline, c) in by:
+                    print(f"{server} / {baseline} at concurrency {c}: x{by[(server, c)] / by[(baseline, c)]:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0

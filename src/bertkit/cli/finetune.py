@@ -221,6 +221,10 @@ def _setup_trained(args):
         args.precision = "fp32"  # the quantised layers run in fp32 activations
         model = prepare(model, "int8")
     device, precision = _device(args)
+    if device.type == "cpu":
+        from bertkit.cpu import keep_freed_memory
+
+        keep_freed_memory()  # as bertkit.inference.load: batches re-allocate their activations
     return task, tokenizer, entry, model.to(device), device, precision
 
 

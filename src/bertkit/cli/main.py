@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bertkit.training.cpu import bound_onednn_cache
+    from bertkit.cpu import bound_onednn_cache
 
     bound_onednn_cache()  # before any matrix product of the command
     parser = build_parser()

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from bertkit.cpu import bound_onednn_cache, keep_freed_memory
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
@@ -56,7 +57,6 @@ from bertkit.training import (
     restore_training_state,
 )
 from bertkit.training import distributed as dist
-from bertkit.training.cpu import bound_onednn_cache, keep_freed_memory
 from bertkit.training.divergence import SkipWatch
 from bertkit.training.precision import resolve_pretrain_precision
 from bertkit.training.prefetch import prefetch

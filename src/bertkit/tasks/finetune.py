@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from bertkit.cpu import bound_onednn_cache
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
 from bertkit.options import check_config
@@ -67,7 +68,6 @@ from bertkit.training import (
     resolve_precision,
 )
 from bertkit.training import distributed as dist
-from bertkit.training.cpu import bound_onednn_cache
 from bertkit.training.distributed import DistContext, pick_device
 from bertkit.training.sampler import length_batches
 

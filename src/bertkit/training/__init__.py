@@ -13,7 +13,7 @@
 * :func:`prefetch` - produce the next batches on a background thread.
 """
 
-from bertkit.training.cpu import keep_freed_memory
+from bertkit.cpu import keep_freed_memory
 from bertkit.training.distributed import DistContext, init_distributed
 from bertkit.training.optim import build_optimizer, param_groups
 from bertkit.training.prefetch import prefetch
