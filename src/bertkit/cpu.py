@@ -4,7 +4,7 @@ By default glibc returns every large block (>= 128 KiB-32 MiB, adaptive) to the 
 ``free`` and page-faults it back in on the next ``malloc``. A training step frees and
 re-allocates the same activations and gradients each time, and so does every inference
 batch: a CPU run can spend a third of its time in the kernel zeroing pages (BERT-Base INT8
-inference: 1.3-1.5x faster without it, docs/serving.md). ``keep_freed_memory()`` tunes glibc
+inference at fixed length: up to 1.45x faster without it; docs/serving.md). ``keep_freed_memory()`` tunes glibc
 with ``mallopt`` (no mmap'd blocks, no heap trimming) so those pages are reused: resident
 memory stays at the peak instead of shrinking between steps. Returns False (and changes
 nothing) where glibc's ``mallopt`` is not available. It is process-wide: pre-training and
