@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
-from bertkit.cpu import keep_freed_memory
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference_tasks import TaskInference
 from bertkit.model import BertModel, BertPreTrainedModel
@@ -264,17 +264,18 @@ def load(
     :func:`bertkit.precision.save_int8`) ready for fill-mask / embed / predict at
     ``precision`` (``fp32``, ``bf16`` or ``int8``).
 
-    On the CPU this also sets the process's glibc malloc to keep freed memory
-    (:func:`bertkit.cpu.keep_freed_memory`): each batch re-allocates its activations, and
-    page-faulting them back in cost BERT-Base INT8 (8 x 128, one thread) a third of its time."""
+    On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
+    oneDNN's primitive cache is bounded (unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set;
+    it takes effect only if no matrix product ran in the process before) and glibc malloc
+    keeps freed memory (each batch re-allocates its activations, and page-faulting them back
+    in cost BERT-Base INT8, 8 x 128 on one thread, a third of its time)."""
     from bertkit.precision import is_int8_dir
 
     if is_int8_dir(model_dir) and precision == "fp32":
         precision = "int8"  # the float weights are gone; load_model refuses bf16
-    model = load_model(model_dir, model_class, precision)
+    with cpu.loading_for_inference(pick_device(device).type == "cpu"):
+        model = load_model(model_dir, model_class, precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase)
     bert = BertInference(model, tokenizer, device=device, dtype=dtype, source=str(model_dir),
                          precision=precision)
-    if bert.device.type == "cpu":
-        keep_freed_memory()
     return bert

@@ -8,11 +8,11 @@ import random
 import numpy as np
 import pytest
 
+from bertkit.cpu import torch_threads
 from bertkit.runlog import RunLogger
 from bertkit.tasks import get_task
 from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
-from bertkit.threads import torch_threads
 from bertkit.tokenizer import BertTokenizer
 
 from .finetune_helpers import make_model

@@ -201,8 +201,10 @@ def _device(args):
 
 def _setup_trained(args):
     """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
+    from bertkit import cpu
     from bertkit.checkpoint import check_vocabulary
     from bertkit.tasks.run_dir import unfinished_note
+    from bertkit.training.distributed import pick_device
 
     task, tokenizer, entry = _setup(args, for_training=False)
     note = unfinished_note(args.model)
@@ -213,18 +215,15 @@ def _setup_trained(args):
         print(f"bertkit: warning: {args.model} was fine-tuned on {trained_on}, not {task.name}; "
               "its labels fit, so it is scored anyway, but the figures measure a model of "
               "another task", file=sys.stderr)
-    model = _load_model(task, args)
-    check_vocabulary(tokenizer, model.config.vocab_size, args.model)
-    if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
-        from bertkit.precision import prepare
+    with cpu.loading_for_inference(pick_device(args.device).type == "cpu"):  # as inference.load
+        model = _load_model(task, args)
+        check_vocabulary(tokenizer, model.config.vocab_size, args.model)
+        if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
+            from bertkit.precision import prepare
 
-        args.precision = "fp32"  # the quantised layers run in fp32 activations
-        model = prepare(model, "int8")
+            args.precision = "fp32"  # the quantised layers run in fp32 activations
+            model = prepare(model, "int8")
     device, precision = _device(args)
-    if device.type == "cpu":
-        from bertkit.cpu import keep_freed_memory
-
-        keep_freed_memory()  # as bertkit.inference.load: batches re-allocate their activations
     return task, tokenizer, entry, model.to(device), device, precision
 
 

@@ -26,10 +26,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
+from bertkit.cpu import torch_threads
 from bertkit.inference_tasks import InputError, Plan
 from bertkit.serve.batcher import DynamicBatcher, QueueFull
 from bertkit.serve.config import ServeConfig
-from bertkit.threads import torch_threads
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
