@@ -12,6 +12,7 @@ from bertkit.pretraining.budget import (
     measure_step_seconds,
     parse_budget,
     plan_steps,
+    replan_step,
 )
 from bertkit.pretraining.train import pretrain
 from bertkit.pretraining.train_config import PretrainConfig
@@ -136,6 +137,66 @@ def test_budget_stops_at_the_deadline_when_slower_than_measured(files, tmp_path,
     assert (out / "model" / "model.safetensors").is_file()
     stops = [r for r in read_log(out / "log.jsonl") if r.get("event") == "budget_stop"]
     assert len(stops) == 1 and stops[0]["step"] == 10 and stops[0]["steps"] == 19
+
+
+@pytest.mark.parametrize("steps, at", [(19, 0), (39, 0), (40, 20), (400, 20), (4783, 240)])
+def test_replan_step(steps, at):
+    assert replan_step(steps) == at
+
+
+def test_budget_replans_once_from_the_runs_own_pace(files, tmp_path, clock, monkeypatch):
+    """Probe: 1 s a step, 49 steps in 50 s. The run takes 0.5 s: at step 20 (10 s spent,
+    0.5 s a step since step 1) it fixes 20 + (49 - 10) / 0.5 = 98 steps, and ends on time."""
+    _fixed_probe(monkeypatch, 1.0)
+    out = tmp_path / "fast"
+    result = pretrain(settings(files, out, budget="50s", save_every=10), on_step=_ticking(clock, 0.5))
+    assert result.step == 98 and result.stopped_by is None
+    log = read_log(out / "log.jsonl")
+    plans = [r for r in log if r.get("event") in ("budget", "budget_replan")]
+    assert [(r["event"], r["step"], r["steps"]) for r in plans] == [("budget", 0, 49), ("budget_replan", 20, 98)]
+    assert plans[1]["step_s"] == 0.5 and plans[1]["replan_at"] == 0
+    import yaml
+
+    assert yaml.safe_load((out / "config.yaml").read_text())["steps"] == 98
+    state = _budget_state(out)
+    assert state["steps"] == 98 and state["replan_at"] == 0 and state["spent_s"] == 49.0
+    lrs = {r["step"]: r["lr"] for r in log if "lr" in r}
+    assert lrs[98] < 0.02 * max(lrs.values())  # decayed over the new count, to ~0 at its end
+
+
+def test_a_slower_run_replans_to_fewer_steps_and_still_decays(files, tmp_path, clock, monkeypatch):
+    _fixed_probe(monkeypatch, 0.5)  # 98 planned; at 1 s a step: 20 + (49 - 20) / 1 = 49
+    out = tmp_path / "slow"
+    result = pretrain(settings(files, out, budget="50s", save_every=10), on_step=_ticking(clock, 1.0))
+    log = read_log(out / "log.jsonl")
+    assert result.step == 49 and not [r for r in log if r.get("event") == "budget_stop"]
+    assert [r["steps"] for r in log if r.get("event") == "budget_replan"] == [49]
+
+
+def test_resume_after_the_replan_keeps_it(files, tmp_path, clock, monkeypatch):
+    _fixed_probe(monkeypatch, 1.0)
+    reference = tmp_path / "whole"
+    pretrain(settings(files, reference, budget="50s", save_every=10), on_step=_ticking(clock, 0.5))
+
+    clock.t = 0.0
+    out = tmp_path / "cut"
+    tick = _ticking(clock, 0.5)
+
+    def stop_at_35(step):
+        tick(step)
+        if step == 35:
+            raise _Interrupt  # the newest checkpoint is step 30's, after the re-plan
+
+    with pytest.raises(_Interrupt):
+        pretrain(settings(files, out, budget="50s", save_every=10), on_step=stop_at_35)
+    assert _budget_state(out)["steps"] == 98
+    monkeypatch.setattr(budget_mod, "_probe", lambda run: pytest.fail("measured again"))
+    result = pretrain(settings(files, out, budget="50s", save_every=10, resume=True),
+                      on_step=_ticking(clock, 0.5))
+    assert result.step == 98
+    assert not [r for r in read_log(out / "log.jsonl") if r.get("event") == "budget_replan" and r["step"] > 20]
+    a, b = weights(out), weights(reference)
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_budget_too_short_for_one_step_fails_before_training(files, tmp_path):

@@ -16,6 +16,18 @@ machine happened to be, so a resumed run could never repeat an uninterrupted one
 fixed step count a resumed run keeps the planned steps (it does not measure again), the
 schedule is a pure function of the step, and resume stays exact.
 
+**One re-plan from the run's own pace.** A few probe steps at the start are a fragile
+measure on a shared machine: two real runs on the 2-core development machine finished
+their planned steps with a third of the budget unused (a 60-minute budget planned at
+0.736 s a step, run at 0.484). So once, when :data:`REPLAN_FRACTION` of the planned steps
+are done (:func:`replan_step`; runs planned at fewer than :data:`REPLAN_MIN_STEPS` steps
+keep the probe's plan), the run measures its own seconds per step since its first step
+(evaluations and checkpoints included; the slowest rank's), and fixes the steps again
+from what is left of the budget. The schedule is laid over the new count from that step on
+(during warm-up, so the rate bends, it does not jump back); the new plan goes into the
+checkpoints and a resumed run keeps it. A run resumed before the re-plan step re-plans
+there from its own pace.
+
 Time accounting: the clock starts when the budget is set up (the probe counts); a resumed
 run starts from the time spent recorded in the checkpoint it resumes (work lost after that
 checkpoint is done again and counted again). The run also stops at the deadline if the
@@ -44,6 +56,8 @@ from bertkit.errors import BertkitError
 
 PROBE_STEPS = 5
 RESERVE_FRACTION = 0.02
+REPLAN_FRACTION = 0.05
+REPLAN_MIN_STEPS = 40
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 _BUDGET = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
@@ -88,6 +102,13 @@ def plan_steps(budget_s: float, spent_s: float, step_s: float,
     return steps
 
 
+def replan_step(steps: int) -> int:
+    """The step at which a run planned at ``steps`` re-measures its pace (0: it does not)."""
+    if steps < REPLAN_MIN_STEPS:
+        return 0
+    return max(REPLAN_MIN_STEPS // 2, math.ceil(REPLAN_FRACTION * steps))
+
+
 class BudgetClock:
     """Seconds spent on a budget: ``spent_before`` (earlier runs) plus time since creation."""
 
@@ -129,11 +150,33 @@ class Budget:
     steps: int
     step_s: float
     clock: BudgetClock
+    replan_at: int = 0  # the step of the one re-plan still to come (0: none)
+    _mark: tuple[int, float] | None = None  # (step, spent) after this process's first step
 
     def state(self) -> dict:
         """``extra["budget"]`` of a checkpoint: the plan and the time spent up to now."""
         return {"budget_s": self.budget_s, "steps": self.steps, "step_s": self.step_s,
-                "spent_s": self.clock.spent()}
+                "spent_s": self.clock.spent(), "replan_at": self.replan_at}
+
+    def pace(self, step: int) -> float | None:
+        """Call after every step: this process's seconds per step since its first step, at
+        the re-plan step; None at every other step."""
+        if not self.replan_at or step > self.replan_at:
+            return None
+        if self._mark is None or step <= self._mark[0]:  # the first step: warm-up, not timed
+            self._mark = (step, self.clock.spent())
+            return None
+        if step < self.replan_at:
+            return None
+        first, spent = self._mark
+        return (self.clock.spent() - spent) / (step - first)
+
+    def replan(self, step: int, step_s: float) -> int:
+        """Fix the steps again from ``step`` on at ``step_s`` seconds a step (once)."""
+        usable = self.budget_s * (1.0 - RESERVE_FRACTION) - self.clock.spent()
+        self.steps = step + max(1, math.floor(usable / step_s))
+        self.step_s, self.replan_at = step_s, 0
+        return self.steps
 
     def describe(self) -> dict:
         record = self.state()
@@ -199,14 +242,33 @@ def start_budget(run) -> Budget | None:
             raise BertkitError(f"{latest}: written by a run with a budget of "
                                f"{format_seconds(saved['budget_s'])}; resume with the same --budget")
         return Budget(budget_s, int(saved["steps"]), float(saved["step_s"]),
-                      BudgetClock(budget_s, spent_before=float(saved["spent_s"])))
+                      BudgetClock(budget_s, spent_before=float(saved["spent_s"])),
+                      replan_at=int(saved.get("replan_at", 0)))
     clock = BudgetClock(budget_s)
     step_s = max(dist.all_gather_objects(_probe(run)))  # the slowest rank sets the pace
     steps = plan_steps(budget_s, clock.spent(), step_s)
     if cfg.warmup_steps is not None and cfg.warmup_steps > steps:
         raise BertkitError(f"--warmup-steps {cfg.warmup_steps} is more than the {steps} steps the "
                            f"budget allows; use --warmup-fraction")
-    return Budget(budget_s, steps, step_s, clock)
+    return Budget(budget_s, steps, step_s, clock, replan_at=replan_step(steps))
+
+
+def budget_replan(budget: Budget | None, step: int, device) -> int | None:
+    """The re-planned step count at the budget's re-plan step (the slowest rank's pace sets
+    it; every rank gets the same), None at every other step and without a budget."""
+    from bertkit.training import distributed as dist
+
+    if budget is None or not budget.replan_at:
+        return None
+    pace = budget.pace(step)  # also marks this process's first step
+    if step != budget.replan_at:
+        return None
+    paces = dist.all_gather_objects(pace)
+    known = [p for p in paces if p is not None]
+    if not known:  # resumed at the re-plan step itself: nothing measured, keep the plan
+        budget.replan_at = 0
+        return None
+    return budget.replan(step, max(known))
 
 
 def budget_over(budget: Budget | None, device) -> bool:
@@ -216,5 +278,5 @@ def budget_over(budget: Budget | None, device) -> bool:
     return budget is not None and dist.any_rank(budget.clock.over(), device)
 
 
-__all__ = ["Budget", "BudgetClock", "budget_over", "format_seconds", "measure_step_seconds",
+__all__ = ["Budget", "BudgetClock", "budget_over", "budget_replan", "replan_step", "format_seconds", "measure_step_seconds",
            "parse_budget", "plan_steps", "start_budget"]

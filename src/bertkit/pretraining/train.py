@@ -36,7 +36,7 @@ from bertkit.cpu import bound_onednn_cache, keep_freed_memory
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write, remove_temp_files
 from bertkit.pretraining import objectives
-from bertkit.pretraining.budget import Budget, budget_over, start_budget
+from bertkit.pretraining.budget import Budget, budget_over, budget_replan, start_budget
 from bertkit.pretraining.dataset import PretrainingDataset
 from bertkit.pretraining.setup import build_model, build_tokenizer, open_datasets
 from bertkit.pretraining.train_config import PretrainConfig
@@ -172,6 +172,10 @@ def _train(config: PretrainConfig, ctx: dist.DistContext,
             if step < cfg.steps and step % stop_every == 0 and dist.any_rank(stop.requested, ctx.device):
                 stopped_by = stop.signal_name or "signal"
                 break
+            replanned = budget_replan(run.budget, step, ctx.device)
+            if replanned is not None:  # once: the run's own pace, not the probe's
+                run, cfg = _replan(run, trainer, replanned, records, step)
+                bar.total = cfg.steps
             if step < cfg.steps and budget_over(run.budget, ctx.device):
                 # slower than measured: finish (save, export) on time
                 records.log(step=step, event="budget_stop", **run.budget.describe())
@@ -223,6 +227,20 @@ def _set_up(config: PretrainConfig, ctx: dist.DistContext) -> _Run:
         return run
     return dataclasses.replace(run, budget=budget,
                                config=dataclasses.replace(config, steps=budget.steps))
+
+
+def _replan(run: _Run, trainer: TrainStep, steps: int, records: _Records, step: int):
+    """The run (and its config) with the budget's re-planned step count; the schedule laid
+    over it from this step on (the warm-up scales with it unless --warmup-steps is set)."""
+    cfg = dataclasses.replace(run.config, steps=steps)
+    schedule = trainer.scheduler.lr_lambdas[0]
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else default_warmup(steps, cfg.warmup_fraction)
+    schedule.warmup_steps, schedule.total_steps = min(warmup, steps), steps
+    run = dataclasses.replace(run, config=cfg)
+    if run.ctx.is_main:
+        _write_config(run)
+    records.log(step=step, event="budget_replan", **run.budget.describe())
+    return run, cfg
 
 
 def _trainer(run: _Run) -> TrainStep:
@@ -288,14 +306,18 @@ def _truncate_log(path: Path, step: int) -> None:
             f.writelines(json.dumps(r) + "\n" for r in kept)
 
 
-def _record_settings(run: _Run, records: _Records, step: int) -> None:
-    """config.yaml, the precision and budget events, and TensorBoard's writer (rank 0)."""
-    if not run.ctx.is_main:
-        return
+def _write_config(run: _Run) -> None:
     import yaml
 
     with atomic_write(run.out / "config.yaml") as f:
         yaml.safe_dump(run.config.to_dict(), f, sort_keys=False)
+
+
+def _record_settings(run: _Run, records: _Records, step: int) -> None:
+    """config.yaml, the precision and budget events, and TensorBoard's writer (rank 0)."""
+    if not run.ctx.is_main:
+        return
+    _write_config(run)
     if run.config.tensorboard:
         try:
             from torch.utils.tensorboard import SummaryWriter

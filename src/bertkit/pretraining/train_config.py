@@ -72,7 +72,8 @@ class PretrainConfig:
               "to ceil(rate x sequence length))", ge=1)
     budget: str | None = option(
         None, "wall-clock budget, e.g. 1h, 90m, 3600s: measures the step time, then fixes --steps "
-              "to fit and stops at the deadline (docs/pretraining.md)")
+              "to fit (once more from the run's own pace after 5% of them) and stops at the "
+              "deadline (docs/pretraining.md)")
     seed: int = option(0, "seed of initialisation, data order and dynamic masks", ge=0)
     log_every: int = option(10, "log every N steps", ge=1)
     save_every: int = option(500, "checkpoint every N steps (and at the end)", ge=1)
