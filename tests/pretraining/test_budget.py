@@ -105,6 +105,21 @@ def _ticking(clock, seconds_per_step: float):
     return on_step
 
 
+class _Interrupt(Exception):
+    pass
+
+
+def _crashing(clock, seconds_per_step: float, at: int):
+    """``_ticking``, and a crash right after step ``at``."""
+    tick = _ticking(clock, seconds_per_step)
+
+    def on_step(step):
+        tick(step)
+        if step == at:
+            raise _Interrupt
+    return on_step
+
+
 def _budget_state(run_dir):
     return CheckpointManager(run_dir / "checkpoints").load()["extra"]["budget"]
 
@@ -180,15 +195,8 @@ def test_resume_after_the_replan_keeps_it(files, tmp_path, clock, monkeypatch):
 
     clock.t = 0.0
     out = tmp_path / "cut"
-    tick = _ticking(clock, 0.5)
-
-    def stop_at_35(step):
-        tick(step)
-        if step == 35:
-            raise _Interrupt  # the newest checkpoint is step 30's, after the re-plan
-
-    with pytest.raises(_Interrupt):
-        pretrain(settings(files, out, budget="50s", save_every=10), on_step=stop_at_35)
+    with pytest.raises(_Interrupt):  # the newest checkpoint is step 30's, after the re-plan
+        pretrain(settings(files, out, budget="50s", save_every=10), on_step=_crashing(clock, 0.5, 35))
     assert _budget_state(out)["steps"] == 98
     monkeypatch.setattr(budget_mod, "_probe", lambda run: pytest.fail("measured again"))
     result = pretrain(settings(files, out, budget="50s", save_every=10, resume=True),
@@ -216,10 +224,6 @@ def test_probe_leaves_no_trace(files, tmp_path, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-class _Interrupt(Exception):
-    pass
-
-
 def test_resume_keeps_the_plan_and_the_time_spent(files, tmp_path, clock, monkeypatch):
     _fixed_probe(monkeypatch, 1.0)
     reference = tmp_path / "whole"
@@ -227,15 +231,8 @@ def test_resume_keeps_the_plan_and_the_time_spent(files, tmp_path, clock, monkey
 
     clock.t = 0.0
     out = tmp_path / "cut"
-    tick = _ticking(clock, 1.0)
-
-    def stop_at_7(step):
-        tick(step)
-        if step == 7:
-            raise _Interrupt  # a crash: the newest checkpoint is step 6's
-
-    with pytest.raises(_Interrupt):
-        pretrain(settings(files, out, budget="20s"), on_step=stop_at_7)
+    with pytest.raises(_Interrupt):  # a crash: the newest checkpoint is step 6's
+        pretrain(settings(files, out, budget="20s"), on_step=_crashing(clock, 1.0, 7))
     saved = _budget_state(out)
     assert saved["steps"] == 19 and saved["spent_s"] == 5.0  # taken before step 6's tick
 
