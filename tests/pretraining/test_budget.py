@@ -188,15 +188,16 @@ def test_a_slower_run_replans_to_fewer_steps_and_still_decays(files, tmp_path, c
     assert [r["steps"] for r in log if r.get("event") == "budget_replan"] == [49]
 
 
-def test_resume_after_the_replan_keeps_it(files, tmp_path, clock, monkeypatch):
+@pytest.mark.parametrize("crash_at", [25, 35])  # newest checkpoint: the re-plan step's own, a later one
+def test_resume_after_the_replan_keeps_it(files, tmp_path, clock, monkeypatch, crash_at):
     _fixed_probe(monkeypatch, 1.0)
     reference = tmp_path / "whole"
     pretrain(settings(files, reference, budget="50s", save_every=10), on_step=_ticking(clock, 0.5))
 
     clock.t = 0.0
     out = tmp_path / "cut"
-    with pytest.raises(_Interrupt):  # the newest checkpoint is step 30's, after the re-plan
-        pretrain(settings(files, out, budget="50s", save_every=10), on_step=_crashing(clock, 0.5, 35))
+    with pytest.raises(_Interrupt):
+        pretrain(settings(files, out, budget="50s", save_every=10), on_step=_crashing(clock, 0.5, crash_at))
     assert _budget_state(out)["steps"] == 98
     monkeypatch.setattr(budget_mod, "_probe", lambda run: pytest.fail("measured again"))
     result = pretrain(settings(files, out, budget="50s", save_every=10, resume=True),

@@ -163,7 +163,7 @@ class Budget:
         the re-plan step; None at every other step."""
         if not self.replan_at or step > self.replan_at:
             return None
-        if self._mark is None or step <= self._mark[0]:  # the first step: warm-up, not timed
+        if self._mark is None:  # this process's first step: warm-up, not timed
             self._mark = (step, self.clock.spent())
             return None
         if step < self.replan_at:
@@ -278,5 +278,5 @@ def budget_over(budget: Budget | None, device) -> bool:
     return budget is not None and dist.any_rank(budget.clock.over(), device)
 
 
-__all__ = ["Budget", "BudgetClock", "budget_over", "budget_replan", "replan_step", "format_seconds", "measure_step_seconds",
-           "parse_budget", "plan_steps", "start_budget"]
+__all__ = ["Budget", "BudgetClock", "budget_over", "budget_replan", "format_seconds",
+           "measure_step_seconds", "parse_budget", "plan_steps", "replan_step", "start_budget"]

@@ -176,6 +176,8 @@ def _train(config: PretrainConfig, ctx: dist.DistContext,
             if replanned is not None:  # once: the run's own pace, not the probe's
                 run, cfg = _replan(run, trainer, replanned, records, step)
                 bar.total = cfg.steps
+                if saved_at == step:  # this step's checkpoint must hold the new plan
+                    _save(run, progress, trainer)
             if step < cfg.steps and budget_over(run.budget, ctx.device):
                 # slower than measured: finish (save, export) on time
                 records.log(step=step, event="budget_stop", **run.budget.describe())
