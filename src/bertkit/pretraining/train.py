@@ -235,9 +235,8 @@ def _replan(run: _Run, trainer: TrainStep, steps: int, records: _Records, step: 
     """The run (and its config) with the budget's re-planned step count; the schedule laid
     over it from this step on (the warm-up scales with it unless --warmup-steps is set)."""
     cfg = dataclasses.replace(run.config, steps=steps)
-    schedule = trainer.scheduler.lr_lambdas[0]
     warmup = cfg.warmup_steps if cfg.warmup_steps is not None else default_warmup(steps, cfg.warmup_fraction)
-    schedule.warmup_steps, schedule.total_steps = min(warmup, steps), steps
+    trainer.scheduler.lr_lambdas[0].relay(min(warmup, steps), steps)  # a WarmupLinearDecay
     run = dataclasses.replace(run, config=cfg)
     if run.ctx.is_main:
         _write_config(run)

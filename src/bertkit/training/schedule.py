@@ -18,6 +18,11 @@ class WarmupLinearDecay:
     """The factor as a picklable callable (``LambdaLR`` saves its ``__dict__``)."""
 
     def __init__(self, warmup_steps: int, total_steps: int):
+        self.relay(warmup_steps, total_steps)
+
+    def relay(self, warmup_steps: int, total_steps: int) -> None:
+        """Lay the schedule over a new step count (``--budget``'s re-plan), from the next
+        update on; the factors of updates already made are not revisited."""
         if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
             raise ValueError(
                 f"need 0 <= warmup_steps <= total_steps and total_steps >= 1, "
