@@ -235,8 +235,7 @@ def _replan(run: _Run, trainer: TrainStep, steps: int, records: _Records, step: 
     """The run (and its config) with the budget's re-planned step count; the schedule laid
     over it from this step on (the warm-up scales with it unless --warmup-steps is set)."""
     cfg = dataclasses.replace(run.config, steps=steps)
-    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else default_warmup(steps, cfg.warmup_fraction)
-    trainer.scheduler.lr_lambdas[0].relay(min(warmup, steps), steps)  # a WarmupLinearDecay
+    trainer.scheduler.lr_lambdas[0].relay(min(_warmup(cfg), steps), steps)  # a WarmupLinearDecay
     run = dataclasses.replace(run, config=cfg)
     if run.ctx.is_main:
         _write_config(run)
@@ -244,15 +243,19 @@ def _replan(run: _Run, trainer: TrainStep, steps: int, records: _Records, step: 
     return run, cfg
 
 
+def _warmup(cfg: PretrainConfig) -> int:
+    """Warm-up updates: ``--warmup-steps``, else ``--warmup-fraction`` of the steps."""
+    if cfg.warmup_steps is not None:
+        return cfg.warmup_steps
+    return default_warmup(cfg.steps, cfg.warmup_fraction)
+
+
 def _trainer(run: _Run) -> TrainStep:
     """AdamW with linear warm-up and decay over ``config.steps``, in one optimizer step."""
     cfg = run.config
-    warmup = cfg.warmup_steps
-    if warmup is None:
-        warmup = default_warmup(cfg.steps, cfg.warmup_fraction)
     optimizer = build_optimizer(run.model, cfg.lr, cfg.weight_decay, eps=cfg.adam_eps,
                                 implementation=cfg.optimizer)
-    scheduler = linear_warmup_decay(optimizer, warmup, cfg.steps)
+    scheduler = linear_warmup_decay(optimizer, _warmup(cfg), cfg.steps)
     return TrainStep(run.model, optimizer, scheduler, device=run.ctx.device,
                      precision=run.precision, max_grad_norm=cfg.max_grad_norm)
 
