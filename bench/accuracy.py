@@ -30,8 +30,8 @@ def default_data(task: str) -> Path:
 
 def variants(task, model_dir: Path, tmp: Path):
     """``(name, model, autocast precision)`` for every column of the table."""
-    from bertkit.onnx_export import OrtModel, export_onnx
-    from bertkit.precision import quantize_int8
+    from bertkit.inference.export import OrtModel, export_onnx
+    from bertkit.inference.int8 import quantize_int8
 
     model = task.build_model(model_dir)
     yield "fp32", model, "fp32"

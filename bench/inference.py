@@ -50,8 +50,8 @@ import torch
 from bertkit.checkpoint import save_pretrained
 from bertkit.config import BertConfig
 from bertkit.inference import length_batches
+from bertkit.inference.int8 import autocast, quantize_int8
 from bertkit.model import BertForSequenceClassification, BertModel
-from bertkit.precision import autocast, quantize_int8
 
 PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "ort fp32", "ort int8", "hf fp32",
                   "hf int8")
@@ -286,7 +286,7 @@ def precision_runners(model, directory, names, tmp):
         runners["bertkit int8"] = bertkit(quantize_int8(copy.deepcopy(model)), "fp32")
     for precision in ("fp32", "int8"):
         if f"ort {precision}" in names:
-            from bertkit.onnx_export import OrtModel, export_onnx
+            from bertkit.inference.export import OrtModel, export_onnx
 
             ort = OrtModel(export_onnx(directory, Path(tmp) / f"{precision}.onnx", int8=precision == "int8"),
                            threads=torch.get_num_threads())

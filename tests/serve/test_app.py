@@ -244,7 +244,7 @@ WINDOW = {"long_text": "window", "stride": 20}
 @pytest.mark.parametrize("kind, task, pool", [("sst2", "sst2", "mean"), ("sst2", "sst2", "max"),
                                               ("pair", "mrpc", "mean"), ("regression", "stsb", "mean")])
 def test_a_long_text_is_windowed_as_bertkit_predict_does(tmp_path, kind, task, pool):
-    from bertkit.windows import LongText
+    from bertkit.tasks.windows import LongText
 
     text = long_text()
     client, directory = client_for(tmp_path, kind, long_text={**WINDOW, "pool_windows": pool})
@@ -273,7 +273,7 @@ def test_a_long_text_is_windowed_as_bertkit_predict_does(tmp_path, kind, task, p
 
 
 def test_a_long_text_is_tagged_in_windows_as_bertkit_predict_does(tmp_path):
-    from bertkit.inference_tasks import WORD, group_entities
+    from bertkit.inference.heads import WORD, group_entities
 
     text = long_text(150, seed=3)
     client, directory = client_for(tmp_path, "ner", long_text=WINDOW)
@@ -305,7 +305,7 @@ def test_a_text_shorter_than_one_window_is_unchanged(tmp_path, kind):
 
 
 def test_embed_windows_a_long_text_as_the_python_api(tmp_path):
-    from bertkit.windows import LongText
+    from bertkit.tasks.windows import LongText
 
     text = long_text(100)
     client, directory = client_for(tmp_path, "mlm", long_text={**WINDOW, "pool_windows": "max"})

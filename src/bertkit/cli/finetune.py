@@ -48,7 +48,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
     parser.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
                         help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
                              "model's); longer inputs are truncated with a warning")
-    if inference:  # evaluate / predict also run INT8 (bertkit.precision), training does not
+    if inference:  # evaluate / predict also run INT8 (bertkit.inference.int8), training does not
         add_options(parser, FinetuneConfig, only=("device",))
         choices = next(f for f in dataclasses.fields(FinetuneConfig) if f.name == "precision").metadata["choices"]
         parser.add_argument("--precision", default="auto", choices=[*choices, "int8"],
@@ -180,7 +180,7 @@ def run_finetune(args) -> int:
 
 
 def _load_model(task, args):
-    from bertkit.precision import is_int8_dir, load_model
+    from bertkit.inference.int8 import is_int8_dir, load_model
 
     if is_int8_dir(args.model):  # written by `bertkit quantize`: no float weights to build from
         return load_model(args.model, precision="int8")
@@ -219,7 +219,7 @@ def _setup_trained(args):
         model = _load_model(task, args)
         check_vocabulary(tokenizer, model.config.vocab_size, args.model)
         if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
-            from bertkit.precision import prepare
+            from bertkit.inference.int8 import prepare
 
             args.precision = "fp32"  # the quantised layers run in fp32 activations
             model = prepare(model, "int8")

@@ -1,5 +1,5 @@
 """The ``--long-text`` / ``--stride`` / ``--pool-windows`` flags shared by ``finetune``,
-``evaluate``, ``predict``, ``distill``, ``embed`` and ``serve`` (no command here; see :mod:`bertkit.windows`)."""
+``evaluate``, ``predict``, ``distill``, ``embed`` and ``serve`` (no command here; see :mod:`bertkit.tasks.windows`)."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def run_embed(args) -> int:
     check_writable(output, "--output")
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
-    from bertkit.windows import LongText
+    from bertkit.tasks.windows import LongText
 
     try:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,

@@ -73,7 +73,7 @@ def run_serve(args) -> int:
 
 def run_quantize(args) -> int:
     from bertkit.inference import load
-    from bertkit.precision import save_int8
+    from bertkit.inference.int8 import save_int8
 
     bert = load(args.model, precision="int8")
     save_int8(bert.model, args.out, tokenizer=bert.tokenizer)
@@ -82,7 +82,7 @@ def run_quantize(args) -> int:
 
 
 def run_export(args) -> int:
-    from bertkit.onnx_export import export_onnx
+    from bertkit.inference.export import export_onnx
 
     path = export_onnx(args.model, args.out, int8=args.int8, opset=args.opset)
     print(f"wrote {'INT8 ' if args.int8 else ''}ONNX graph to {path}", file=sys.stderr)
@@ -91,7 +91,7 @@ def run_export(args) -> int:
 
 def run_attention(args) -> int:
     from bertkit.inference import load
-    from bertkit.inference_tasks import InputError
+    from bertkit.inference.heads import InputError
     from bertkit.plot import plot_attention
 
     bert = load(args.model, precision=args.precision)

@@ -10,7 +10,7 @@ malformed body or a request the model cannot serve, 413 too many items or, with
 inputs are named in the ``X-Bertkit-Truncated`` response header (their 0-based indexes).
 With ``--long-text window`` (or a model fine-tuned with it) ``/predict`` (classification,
 regression, token tagging) and ``/embed`` read a text longer than the limit in overlapping
-windows (:mod:`bertkit.inference_tasks`); the inputs read in more than one window are named in
+windows (:mod:`bertkit.inference.heads`); the inputs read in more than one window are named in
 the ``X-Bertkit-Windows`` header as ``index:windows`` (e.g. ``0:3,2:2``).
 """
 
@@ -27,7 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
 from bertkit.cpu import torch_threads
-from bertkit.inference_tasks import InputError, Plan
+from bertkit.inference.heads import InputError, Plan
 from bertkit.serve.batcher import DynamicBatcher, QueueFull
 from bertkit.serve.config import ServeConfig
 

@@ -1,10 +1,10 @@
 """Dynamic batching: rows of concurrent requests share forward passes.
 
-A request's plans (:class:`~bertkit.inference_tasks.Plan`) put their rows on one queue. A
+A request's plans (:class:`~bertkit.inference.heads.Plan`) put their rows on one queue. A
 single worker thread waits until the oldest row has waited ``max_wait`` seconds or the queue
 holds a token budget's worth, takes every queued row with the oldest row's key, sorts them by
 length and runs them in batches of at most ``max_batch_tokens`` padded tokens and
-``max_batch_size`` rows (:func:`~bertkit.inference_tasks.token_batches`); each output goes back
+``max_batch_size`` rows (:func:`~bertkit.inference.heads.token_batches`); each output goes back
 to the future of its own row. The queue is bounded: :meth:`DynamicBatcher.submit` raises
 :class:`QueueFull` at once when the rows would not fit (the server answers 503).
 :meth:`DynamicBatcher.close` stops taking new rows, finishes every queued row, then stops.
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertkit.inference_tasks import Plan, token_batches
+from bertkit.inference.heads import Plan, token_batches
 
 
 class QueueFull(Exception):

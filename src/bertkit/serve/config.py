@@ -16,7 +16,7 @@ class ServeConfig:
 
     model: str = ""
     precision: str = option("fp32", "fp32, bf16 autocast, or int8 dynamic quantisation (CPU)",
-                            choices=("fp32", "bf16", "int8"))  # bertkit.precision.PRECISIONS
+                            choices=("fp32", "bf16", "int8"))  # bertkit.inference.int8.PRECISIONS
     device: str = option("cpu", "cpu or cuda")
     host: str = option("127.0.0.1", "address to bind (127.0.0.1: this machine only)")
     port: int = option(8000, "port", ge=0, le=65535)

@@ -117,8 +117,7 @@ def check_tasks(names, data: str | Path) -> list[str]:
 def check_model(model_dir: str | Path, random_init: bool):
     """The model's tokenizer; the directory must hold a config, a vocabulary and (unless
     ``random_init``) weights."""
-    from bertkit.checkpoint import is_model_dir, load_config
-    from bertkit.inference import load_tokenizer
+    from bertkit.checkpoint import is_model_dir, load_config, load_tokenizer
 
     config = load_config(model_dir)  # names a missing directory or config.json
     if not random_init and not is_model_dir(model_dir):

@@ -24,7 +24,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics import accuracy, macro_f1, pearson, spearman
 from bertkit.tasks.formats import read_text_classification
 from bertkit.tasks.text import TextTask
-from bertkit.windows import LONG_TEXT_OPTIONS
+from bertkit.tasks.windows import LONG_TEXT_OPTIONS
 
 __all__ = ["GenericTextTask", "create_task", "find_split_file"]
 

@@ -18,7 +18,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics import glue_metrics
 from bertkit.tasks.formats import find_glue_file, get_glue_task, read_glue
 from bertkit.tasks.text import TextTask
-from bertkit.windows import LONG_TEXT_OPTIONS
+from bertkit.tasks.windows import LONG_TEXT_OPTIONS
 
 __all__ = ["GlueTextTask", "create_task"]
 
@@ -58,7 +58,7 @@ class GlueTextTask(TextTask):
 
 def create_task(name: str, **options) -> GlueTextTask:
     """The GLUE task ``name``; its only options are the long-text ones (``long_text``,
-    ``stride``, ``pool_windows``: :mod:`bertkit.windows`)."""
+    ``stride``, ``pool_windows``: :mod:`bertkit.tasks.windows`)."""
     other = set(options) - set(LONG_TEXT_OPTIONS)
     if other:
         raise BertkitError(f"{name}: GLUE tasks take no options but {', '.join(LONG_TEXT_OPTIONS)} "

@@ -41,7 +41,7 @@ from bertkit.tasks.formats import TaggedSentence, read_conll, read_token_classif
 from bertkit.tasks.formats.base import iter_jsonl
 from bertkit.tasks.formats.conll import iob1_to_iob2
 from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
-from bertkit.windows import LONG_TEXT_OPTIONS, LongText
+from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText
 
 __all__ = ["CONLL2003_LABELS", "TokenTask", "create_task"]
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from bertkit.tasks.base import FeatureSet
 from bertkit.tasks.formats.squad import SquadExample
-from bertkit.windows import max_context_flags, sliding_windows
+from bertkit.tasks.windows import max_context_flags, sliding_windows
 
 __all__ = [
     "SquadWindow",
@@ -64,7 +64,7 @@ def check_window_settings(max_seq_length: int, doc_stride: int, max_query_length
 
 def doc_windows(num_pieces: int, window: int, stride: int) -> list[tuple[int, int]]:
     """``(start, length)`` of the sliding windows over ``num_pieces`` passage pieces
-    (:func:`bertkit.windows.sliding_windows`, the shared window arithmetic)."""
+    (:func:`bertkit.tasks.windows.sliding_windows`, the shared window arithmetic)."""
     return sliding_windows(num_pieces, window, stride)
 
 

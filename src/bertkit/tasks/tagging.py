@@ -11,7 +11,7 @@ input to the token-level classifier"):
   boundaries, each its own feature, so every word is still labelled and predicted exactly
   once; ``"truncate"`` keeps the first window only (the cut-off words are predicted ``O``).
   ``"window"`` cuts the sub-token sequence into overlapping windows whose starts are
-  ``stride`` sub-tokens apart (:mod:`bertkit.windows`, default half the window): every window
+  ``stride`` sub-tokens apart (:mod:`bertkit.tasks.windows`, default half the window): every window
   carries the labels of the words starting in it (training), and each word is predicted
   from the one window where its first sub-token has the most context on both sides.
   Either way a warning says how many sentences were affected. A single word with more
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertkit.tasks.base import IGNORE_INDEX, FeatureSet
-from bertkit.windows import LongText, max_context_flags
+from bertkit.tasks.windows import LongText, max_context_flags
 
 LONG_SENTENCE_MODES = ("split", "truncate", "window")
 

@@ -6,7 +6,7 @@ on the pooled ``[CLS]``: ``len(labels)`` classes, or one output (MSE) when ``lab
 ``None``. Features carry ``labels`` (class index, or float score) when every example has one.
 Predictions are ``{"label": name, "probabilities": {name: p}}`` or ``{"score": x}``.
 With the option ``long_text="window"`` (``stride``, ``pool_windows``; see
-:mod:`bertkit.windows`) a text longer than the limit becomes several features, windows of the
+:mod:`bertkit.tasks.windows`) a text longer than the limit becomes several features, windows of the
 first text (the second text of a pair, cut to half the room, is repeated in each), each
 with the example's label; ``meta[k]`` is the example of feature ``k`` and the logits of an
 example's windows are pooled (mean or max) before scoring and prediction.
@@ -24,7 +24,7 @@ from bertkit.errors import BertkitError, DataFormatError
 from bertkit.model import BertForSequenceClassification
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
-from bertkit.windows import LongText, pool_rows, text_windows
+from bertkit.tasks.windows import LongText, pool_rows, text_windows
 
 __all__ = ["TextTask", "softmax"]
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bertkit.inference import load
-from bertkit.inference_tasks import InputError, group_entities, token_batches
+from bertkit.inference.heads import InputError, group_entities, token_batches
 
-from .task_models import make_task_model
+from tests.task_models import make_task_model
 
 TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !",
          "hello world", "a quick day , the man was running !"]

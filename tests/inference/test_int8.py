@@ -8,7 +8,7 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.inference import load
-from bertkit.precision import (
+from bertkit.inference.int8 import (
     INT8_ENGINE,
     INT8_FILE,
     int8_engine,
@@ -19,7 +19,7 @@ from bertkit.precision import (
     save_int8,
 )
 
-from .task_models import make_task_model
+from tests.task_models import make_task_model
 
 TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !"]
 
@@ -98,7 +98,7 @@ def test_int8_packs_for_its_engine_and_restores_the_process_setting(tmp_path, mo
 
 
 def test_an_unknown_int8_engine_is_a_clear_error(monkeypatch):
-    import bertkit.precision as precision
+    import bertkit.inference.int8 as precision
 
     monkeypatch.setenv("BERTKIT_INT8_ENGINE", "nope")
     monkeypatch.setattr(precision, "INT8_ENGINE", "nope")

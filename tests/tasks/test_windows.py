@@ -13,16 +13,16 @@ from bertkit.tasks import get_task
 from bertkit.tasks.formats.base import TextExample
 from bertkit.tasks.formats.conll import TaggedSentence
 from bertkit.tasks.tagging import featurize_tagging
-from bertkit.tokenizer import BertTokenizer
-from bertkit.windows import (
+from bertkit.tasks.windows import (
     LongText,
     check_stride,
     max_context_window,
     pool_rows,
     sliding_windows,
 )
+from bertkit.tokenizer import BertTokenizer
 
-from .tasks.finetune_helpers import NOISE, make_model
+from tests.tasks.finetune_helpers import NOISE, make_model
 
 
 @pytest.mark.parametrize("n, window, stride", [(0, 5, 2), (1, 5, 2), (5, 5, 2), (6, 5, 2),
@@ -257,8 +257,8 @@ def test_a_stride_not_smaller_than_the_window_is_a_clear_cli_error(command, tmp_
 
     from bertkit.cli.main import main
 
-    from .task_models import make_task_model
-    from .tasks.finetune_helpers import write_sst2
+    from tests.task_models import make_task_model
+    from tests.tasks.finetune_helpers import write_sst2
 
     model = make_task_model(tmp_path, "sst2")  # fine-tuned at max_seq_length 48: windows of 46
     data = write_sst2(tmp_path / "data")

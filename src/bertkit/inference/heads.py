@@ -24,10 +24,10 @@ Answer shapes follow the Hugging Face pipelines (and text-embeddings-inference):
 * embeddings: one vector (list of floats) per input; fill-mask: per ``[MASK]``, candidates
   ``{"score", "token", "token_str", "sequence"}`` (a flat list when the text has one mask).
 
-Texts longer than the limit: with a :class:`~bertkit.windows.LongText` in ``window`` mode
+Texts longer than the limit: with a :class:`~bertkit.tasks.windows.LongText` in ``window`` mode
 (the ``long_text`` argument, default the model's saved choice, :meth:`TaskInference.long_text_choice`)
 classification / regression, token tagging and ``/embed`` read a long text in overlapping
-windows, built by the code the tasks use (:func:`bertkit.windows.text_windows`,
+windows, built by the code the tasks use (:func:`bertkit.tasks.windows.text_windows`,
 :func:`bertkit.tasks.tagging.featurize_tagging`), so answers equal ``bertkit predict
 --long-text window``'s: logits (or vectors) pooled over the windows (``mean`` / ``max``), each
 word's tag from its max-context window, character offsets into the whole text. A plan's
@@ -47,8 +47,8 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.precision import autocast
-from bertkit.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
+from bertkit.inference.int8 import autocast
+from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
 TASK_OF_CLASS = {
     "BertForSequenceClassification": "text-classification",
@@ -348,7 +348,7 @@ class TaskInference:
                    long_text: LongText | None = None) -> Plan:
         """One embedding (pooled over ``layers``, concatenated) per input, as a list of floats;
         a single text in ``window`` mode: the windows' vectors pooled (as
-        :func:`bertkit.windows.embed_in_windows`)."""
+        :func:`bertkit.tasks.windows.embed_in_windows`)."""
         if pool not in ("cls", "mean"):
             raise InputError(f"pooling must be 'cls' or 'mean', got {pool!r}")
         states = self.model.config.num_hidden_layers + 1

@@ -26,9 +26,9 @@ import torch
 from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.inference_tasks import TaskInference
+from bertkit.inference.heads import TaskInference
+from bertkit.inference.int8 import autocast, check_precision, load_model, prepare
 from bertkit.model import BertModel, BertPreTrainedModel
-from bertkit.precision import autocast, check_precision, load_model, prepare
 from bertkit.training.distributed import pick_device
 from bertkit.training.sampler import length_batches
 
@@ -49,8 +49,8 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 class BertInference(TaskInference):
     """A loaded model + tokenizer, on a device, in a dtype and a precision (fp32, bf16
-    autocast, int8: :mod:`bertkit.precision`), in eval mode. Task predictions on raw text
-    (``predict``, the server's plans) come from :class:`~bertkit.inference_tasks.TaskInference`.
+    autocast, int8: :mod:`bertkit.inference.int8`), in eval mode. Task predictions on raw text
+    (``predict``, the server's plans) come from :class:`~bertkit.inference.heads.TaskInference`.
     """
 
     def __init__(
@@ -196,9 +196,9 @@ class BertInference(TaskInference):
         ``cls`` = the ``[CLS]`` vector, ``mean`` = mean over the sequence's tokens (specials
         included, padding excluded), both returning a float32 array (N, D); ``none`` returns a
         list of (T_i, D) arrays, one per input. ``return_tokens`` also returns each input's
-        wordpieces. ``long_text`` (a :class:`bertkit.windows.LongText`) with mode ``window``
+        wordpieces. ``long_text`` (a :class:`bertkit.tasks.windows.LongText`) with mode ``window``
         embeds a text longer than ``max_length`` in overlapping windows instead of truncating
-        it (see :func:`bertkit.windows.embed_in_windows`).
+        it (see :func:`bertkit.tasks.windows.embed_in_windows`).
         """
         if pool not in POOLINGS:
             raise ValueError(f"pool must be one of {POOLINGS}, got {pool!r}")
@@ -214,7 +214,7 @@ class BertInference(TaskInference):
         if single and pairs is not None and isinstance(pairs, str):
             pairs = [pairs]
         if long_text is not None and long_text.windowed:
-            from bertkit.windows import embed_in_windows
+            from bertkit.inference.windows import embed_in_windows
 
             limit = min(max_length or self.max_positions, self.max_positions)
             results, tokens = embed_in_windows(self, texts, pairs, layers, pool, combine, batch_size,
@@ -261,7 +261,7 @@ def load(
     precision: str = "fp32",
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
-    :func:`bertkit.precision.save_int8`) ready for fill-mask / embed / predict at
+    :func:`bertkit.inference.int8.save_int8`) ready for fill-mask / embed / predict at
     ``precision`` (``fp32``, ``bf16`` or ``int8``).
 
     On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
@@ -269,7 +269,7 @@ def load(
     it takes effect only if no matrix product ran in the process before) and glibc malloc
     keeps freed memory (each batch re-allocates its activations, and page-faulting them back
     in cost BERT-Base INT8, 8 x 128 on one thread, a third of its time)."""
-    from bertkit.precision import is_int8_dir
+    from bertkit.inference.int8 import is_int8_dir
 
     if is_int8_dir(model_dir) and precision == "fp32":
         precision = "int8"  # the float weights are gone; load_model refuses bf16

@@ -8,10 +8,10 @@ import torch
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from bertkit.onnx_export import OrtModel, export_onnx, output_names  # noqa: E402
-from bertkit.precision import load_model  # noqa: E402
+from bertkit.inference.export import OrtModel, export_onnx, output_names  # noqa: E402
+from bertkit.inference.int8 import load_model  # noqa: E402
 
-from .task_models import make_task_model  # noqa: E402
+from tests.task_models import make_task_model  # noqa: E402
 
 
 def batch(shape, vocab):
