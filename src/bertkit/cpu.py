@@ -1,5 +1,13 @@
-"""CPU run-time settings: glibc malloc that keeps freed memory, a bounded oneDNN cache,
-torch's thread count for a stretch of work.
+"""What this CPU can do and its run-time settings: native bf16 and VNNI read from the CPU's
+flags; glibc malloc that keeps freed memory, a bounded oneDNN cache, torch's thread count for
+a stretch of work.
+
+Native bf16 (``cpu_bf16_support``): x86 ``avx512_bf16`` or AMX (``amx_bf16``), or the Arm
+``bf16`` extension, and torch's oneDNN able to use it. It is read from the CPU's feature flags
+(``/proc/cpuinfo``), not assumed: torch's own checks say less
+(``torch.backends.cpu.get_cpu_capability()`` reports only the vector width, and oneDNN's bf16
+check also passes on AVX-512 CPUs that merely emulate bf16, where bf16 autocast is slower than
+fp32). :mod:`bertkit.precision`'s ``auto`` rule reads it.
 
 By default glibc returns every large block (>= 128 KiB-32 MiB, adaptive) to the kernel on
 ``free`` and page-faults it back in on the next ``malloc``. A training step frees and
@@ -18,11 +26,84 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
+import platform
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+# ------------------------------------------------------------------ what the CPU has
+NATIVE_X86 = ("avx512_bf16", "amx_bf16")
+NATIVE_ARM = ("bf16",)
+CPUINFO = Path("/proc/cpuinfo")
+
+
+@dataclass(frozen=True)
+class CpuBf16:
+    native: bool
+    reason: str
+
+
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The feature flags of the first processor in a ``/proc/cpuinfo`` text (x86 ``flags``,
+    Arm ``Features``)."""
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            return set(value.split())
+    return set()
+
+
+def _onednn_bf16() -> bool:
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def detect_cpu_bf16(cpuinfo: str | None, machine: str, onednn_bf16: bool, capability: str) -> CpuBf16:
+    """The decision from its inputs (pure: tests give it other machines)."""
+    if cpuinfo is None:
+        return CpuBf16(False, f"no /proc/cpuinfo to read the CPU's flags from ({machine}): fp32")
+    flags = cpu_flags(cpuinfo)
+    wanted = NATIVE_ARM if machine.lower() in ("aarch64", "arm64") else NATIVE_X86
+    found = sorted(f for f in wanted if f in flags)
+    where = f"torch CPU capability {capability}, oneDNN bf16 {'yes' if onednn_bf16 else 'no'}"
+    if not found:
+        return CpuBf16(False, f"the CPU has no native bf16 ({' / '.join(wanted)} absent; {where})")
+    if not onednn_bf16:
+        return CpuBf16(False, f"the CPU has {', '.join(found)} but torch's oneDNN cannot use "
+                              f"bf16 ({where})")
+    return CpuBf16(True, f"native bf16 on the CPU: {', '.join(found)} ({where})")
+
+
+@functools.cache
+def cpu_bf16_support() -> CpuBf16:
+    """This machine's answer (cached)."""
+    try:
+        cpuinfo = CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        cpuinfo = None
+    return detect_cpu_bf16(cpuinfo, platform.machine(), _onednn_bf16(),
+                           torch.backends.cpu.get_cpu_capability())
+
+
+def cpu_has_vnni(cpuinfo: str | None = None) -> bool:
+    """Does the CPU have 8-bit dot-product instructions (x86 ``avx512_vnni`` / ``avx_vnni``)?
+    Without them, INT8 kernels that multiply unsigned by signed 8-bit values in 16-bit pairs
+    can saturate, so 8-bit activations must keep to 7 bits (``reduce_range``)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = CPUINFO.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    return bool(cpu_flags(cpuinfo) & {"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+# ------------------------------------------------------------------ run-time settings
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 
 

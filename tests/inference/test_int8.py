@@ -18,7 +18,6 @@ from bertkit.inference.int8 import (
     quantize_int8,
     save_int8,
 )
-
 from tests.task_models import make_task_model
 
 TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !"]
@@ -109,7 +108,7 @@ def test_an_unknown_int8_engine_is_a_clear_error(monkeypatch):
 
 def test_precision_errors(tmp_path):
     directory = make_task_model(tmp_path, "classify")
-    with pytest.raises(BertkitError, match="unknown precision"):
+    with pytest.raises(BertkitError, match="--precision must be one of"):
         load(directory, precision="int4")
     model = prepare(load_model(directory), "int8")
     with pytest.raises(BertkitError, match="int8"):

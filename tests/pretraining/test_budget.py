@@ -275,8 +275,8 @@ def test_budget_flag_reaches_the_config(files, tmp_path):
 def test_precision_auto_is_resolved_logged_and_saved(files, tmp_path, monkeypatch, native, expected):
     import yaml
 
-    from bertkit.training import precision as precision_mod
-    from bertkit.training.precision import CpuBf16
+    from bertkit import cpu as precision_mod
+    from bertkit.cpu import CpuBf16
 
     monkeypatch.setattr(precision_mod, "cpu_bf16_support", lambda: CpuBf16(native, "test flags"))
     out = tmp_path / expected

@@ -11,7 +11,6 @@ from bertkit.training import (
     TrainStep,
     build_optimizer,
     linear_warmup_decay,
-    resolve_precision,
 )
 
 from .toy import Toy, compute, toy_batch
@@ -77,15 +76,6 @@ def test_metric_sums_reduce_and_state():
     assert sums.reduce() == {"loss": 2.0, "n": 3.0} and sums.reduce() == {}
     sums.load_state_dict(state)
     assert sums.reduce() == {"loss": 2.0, "n": 3.0}
-
-
-def test_precision_resolution():
-    assert resolve_precision("auto", CPU) == "fp32"
-    assert resolve_precision("bf16", CPU) == "bf16"
-    with pytest.raises(BertkitError, match="CUDA"):
-        resolve_precision("fp16", CPU)
-    with pytest.raises(BertkitError, match="precision must be"):
-        resolve_precision("fp8", CPU)
 
 
 def test_bf16_autocast_step_on_cpu():

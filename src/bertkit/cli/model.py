@@ -14,6 +14,9 @@ from bertkit.cli.long_text import add_long_text_arguments, long_text_options
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
+from bertkit.precision import DTYPE_PRECISIONS, from_dtype
+from bertkit.precision import HELP as PRECISION_HELP
+from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 
 
 def _add_loading_options(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +27,10 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
                       help="lower-case input (uncased vocabulary)")
     case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="weights and activations type")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
-                        help="fp32, bf16 autocast, or int8 dynamic quantisation (CPU)")
+    parser.add_argument("--precision", default="fp32", choices=INFERENCE_PRECISIONS,
+                        help=f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or {PRECISION_HELP}")
+    parser.add_argument("--dtype", default=None, choices=list(DTYPE_PRECISIONS),
+                        help="deprecated: use --precision (float32 = fp32, bfloat16 = bf16, float16 = fp16)")
     parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")
     parser.add_argument("--max-length", type=bounded(int, ge=2), default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
@@ -77,8 +80,12 @@ def register(subparsers) -> None:
 def _load(args):
     from bertkit.inference import load
 
-    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype,
-                precision=args.precision)
+    precision = args.precision
+    if args.dtype is not None:
+        precision = from_dtype(args.dtype)
+        print(f"bertkit: warning: --dtype is deprecated: use --precision {precision}", file=sys.stderr)
+    return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device,
+                precision=precision)
 
 
 def _text_lines(path: str) -> list[str]:
@@ -106,7 +113,7 @@ def run_fill_mask(args) -> int:
             label = f"[MASK] {number}" if len(masks) > 1 else "[MASK]"
             print(f"  {label}")
             for rank, c in enumerate(candidates, start=1):
-                print(f"    {rank:2d}. {c['token']:<20} {c['score']:.4f}")
+                print(f"    {rank:2d}. {c['token_str']:<20} {c['score']:.4f}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Inference precision: fp32, bf16 autocast and INT8 dynamic quantisation, and INT8 model dirs.
+"""INT8 inference: dynamic quantisation of the linear layers, and INT8 model directories.
 
 ``fp32`` runs the weights as they are. ``bf16`` keeps fp32 weights and runs under CPU/GPU
 autocast (matrix products in bfloat16, LayerNorm and softmax in fp32), so the same loaded
@@ -12,8 +12,8 @@ measurements are in docs/serving.md. The layers are packed for PyTorch's ``onedn
 engine (:func:`int8_engine`; ``BERTKIT_INT8_ENGINE`` picks another), faster than the ``x86``
 default on the Intel Xeon measured, with the same accuracy.
 
-This is *inference* precision; which autocast precision training uses (``auto``) is
-:mod:`bertkit.training.precision`'s decision.
+The precision names, the ``auto`` rule and the autocast context are
+:mod:`bertkit.precision`'s, shared with training; this module holds what only INT8 needs.
 
 INT8 save/load: :func:`save_int8` writes a model directory whose weights are
 ``model.int8.safetensors`` (int8 weight + per-channel scale for each quantised layer, float
@@ -35,29 +35,14 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.precision import RESOLVED, check
 
-PRECISIONS = ("fp32", "bf16", "int8")
 INT8_FILE = "model.int8.safetensors"
 PRECISION_KEY = "bertkit_precision"
 # Kernels the INT8 layers are packed for where this PyTorch has them: on the Intel Xeon of
 # docs/serving.md, 6-21% faster than the x86 default on BERT-Base, with the same accuracy.
 # BERTKIT_INT8_ENGINE picks another (x86, fbgemm) where that is faster.
 INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
-
-
-def check_precision(precision: str) -> str:
-    """``precision`` if it is one of :data:`PRECISIONS`, else a :class:`BertkitError`."""
-    if precision not in PRECISIONS:
-        raise BertkitError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
-    return precision
-
-
-def autocast(precision: str, device: torch.device | str = "cpu"):
-    """The context a forward pass runs in: bf16 autocast for ``bf16``, nothing for ``fp32`` and
-    ``int8`` (the training loop's autocast, :func:`bertkit.training.autocast`)."""
-    from bertkit.training import autocast as training_autocast
-
-    return training_autocast(torch.device(device), "bf16" if precision == "bf16" else "fp32")
 
 
 def _quantisable(model: nn.Module) -> list[str]:
@@ -114,7 +99,7 @@ def is_int8(model: nn.Module) -> bool:
 def prepare(model: nn.Module, precision: str) -> nn.Module:
     """The model to run at ``precision``: INT8-quantised for ``int8`` (unless it already is),
     unchanged for ``fp32``/``bf16`` (bf16 is autocast at run time, see :func:`autocast`)."""
-    check_precision(precision)
+    check(precision, RESOLVED)
     if precision == "int8" and not is_int8(model):
         return quantize_int8(model)
     if precision != "int8" and is_int8(model):
@@ -228,10 +213,10 @@ def load_model(directory: str | Path, model_class=None, precision: str = "fp32")
     """
     from bertkit.checkpoint import load_pretrained
 
-    check_precision(precision)
+    check(precision, RESOLVED)
     directory = Path(directory)
     if is_int8_dir(directory):
-        if precision == "bf16":
+        if precision in ("bf16", "fp16"):
             raise BertkitError(f"{directory} holds an INT8 model; use --precision int8")
         return _load_int8(directory, model_class)
     return prepare(load_pretrained(directory, model_class), precision)

@@ -41,7 +41,7 @@ def embed_in_windows(bert, texts: Sequence[str], pairs: Sequence[str] | None, la
         for ids, types in text_windows(tok, pieces, None, max_length, long_text)[0]:
             windows.append(SimpleNamespace(input_ids=ids, token_type_ids=types))
             owners.append(t)
-    from bertkit.inference.int8 import autocast
+    from bertkit.precision import autocast
 
     rows: list = [None] * len(windows)
     with torch.inference_mode(), autocast(bert.precision, bert.device):

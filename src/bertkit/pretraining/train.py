@@ -16,7 +16,7 @@ RNG states, data position, pending metric sums); log records after that step are
 SIGINT/SIGTERM write a checkpoint and return with ``stopped_by`` set. ``config.budget``
 plans ``steps`` from a measured step time and stops at the deadline
 (:mod:`bertkit.pretraining.budget`); ``precision="auto"`` is resolved by
-:func:`bertkit.training.precision.resolve_pretrain_precision` and saved resolved. ``on_step(step)`` is
+:func:`bertkit.precision.resolve` and saved resolved. ``on_step(step)`` is
 called after every optimizer step (and its checkpoint), e.g. for tests or monitoring.
 """
 
@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from bertkit.cpu import bound_onednn_cache, keep_freed_memory
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write, remove_temp_files
+from bertkit.precision import TRAINING, autocast, resolve
 from bertkit.pretraining import objectives
 from bertkit.pretraining.budget import Budget, budget_over, budget_replan, start_budget
 from bertkit.pretraining.dataset import PretrainingDataset
@@ -48,7 +49,6 @@ from bertkit.training import (
     GracefulStop,
     MetricSums,
     TrainStep,
-    autocast,
     build_optimizer,
     capture_rng_state,
     capture_training_state,
@@ -58,7 +58,6 @@ from bertkit.training import (
 )
 from bertkit.training import distributed as dist
 from bertkit.training.divergence import SkipWatch
-from bertkit.training.precision import resolve_pretrain_precision
 from bertkit.training.prefetch import prefetch
 
 
@@ -214,9 +213,9 @@ def _set_up(config: PretrainConfig, ctx: dist.DistContext) -> _Run:
     model = build_model(config, len(tokenizer), train_data.max_seq_length)
     model.to(ctx.device).train()
     torch.manual_seed(config.seed + ctx.rank)  # dropout differs between ranks
-    # --precision auto: bf16 on CPUs with native bf16 (training/precision.py); the
+    # --precision auto: bf16 on CPUs with native bf16 (bertkit/precision.py); the
     # resolved choice is what config.yaml and the checkpoints keep
-    precision, why = resolve_pretrain_precision(config.precision, ctx.device)
+    precision, why = resolve(config.precision, ctx.device, TRAINING)
     note = {"precision": precision, "requested": config.precision, "reason": why}
     config = dataclasses.replace(config, precision=precision)
     batches = EpochBatches(len(train_data), config.batch_size, config.grad_accum,
@@ -407,7 +406,7 @@ def _evaluate(run: _Run, step: int, records: _Records) -> None:
             (idx,) = batches.micro_batches(order, b)
             batch = objectives.prepare_batch([run.eval_data[int(i)] for i in idx],
                                              run.config.objective, run.ctx.device)
-            with autocast(run.ctx.device, run.precision):
+            with autocast(run.precision, run.ctx.device):
                 out = objectives.compute(model, batch)
             objectives.add_step_metrics(sums, [out], [batch])
     model.train()

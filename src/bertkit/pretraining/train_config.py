@@ -18,6 +18,8 @@ from typing import Any
 from bertkit.config import PRESETS
 from bertkit.errors import BertkitError
 from bertkit.options import check_config, option
+from bertkit.precision import HELP as PRECISION_HELP
+from bertkit.precision import TRAINING as TRAINING_PRECISIONS
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
@@ -56,10 +58,8 @@ class PretrainConfig:
     max_grad_norm: float = option(1.0, "gradient clipping norm", gt=0)
     optimizer: str = option("auto", "AdamW kernel: auto (fused when possible), fused, foreach, plain",
                             choices=("auto", "fused", "foreach", "plain"))
-    precision: str = option("auto", "auto (CPU: bf16 where the CPU has native bf16 - avx512_bf16/AMX/"
-                                    "Arm bf16 - else fp32; GPU: bf16 or fp16; the resolved choice "
-                                    "is logged and saved), fp32, bf16, fp16",
-                            choices=("auto", "fp32", "bf16", "fp16"))
+    precision: str = option("auto", f"autocast precision ({PRECISION_HELP}; the resolved choice "
+                                    "is logged and saved)", choices=TRAINING_PRECISIONS)
     compile: bool = option(False, "torch.compile the model")
     device: str = option("auto", "auto, cpu, cuda")
     dynamic_masking: bool | None = option(

@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from bertkit.options import check_config, option
+from bertkit.precision import HELP as PRECISION_HELP
+from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 
 ENV_VAR = "BERTKIT_SERVE_CONFIG"  # how --workers hands the config to each worker process
 
@@ -15,8 +17,8 @@ class ServeConfig:
     """Everything ``bertkit serve`` needs; each field declares its flag (``bertkit.options``)."""
 
     model: str = ""
-    precision: str = option("fp32", "fp32, bf16 autocast, or int8 dynamic quantisation (CPU)",
-                            choices=("fp32", "bf16", "int8"))  # bertkit.inference.int8.PRECISIONS
+    precision: str = option("fp32", f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or "
+                                    f"{PRECISION_HELP}", choices=INFERENCE_PRECISIONS)
     device: str = option("cpu", "cpu or cuda")
     host: str = option("127.0.0.1", "address to bind (127.0.0.1: this machine only)")
     port: int = option(8000, "port", ge=0, le=65535)

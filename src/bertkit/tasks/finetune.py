@@ -56,16 +56,15 @@ from bertkit.cpu import bound_onednn_cache
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
 from bertkit.options import check_config
+from bertkit.precision import TRAINING, autocast, resolve
 from bertkit.runlog import RunLogger, bar_disabled
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.finetune_config import FinetuneConfig
 from bertkit.tasks.run_dir import RunDir
 from bertkit.training import (
     TrainStep,
-    autocast,
     build_optimizer,
     linear_warmup_decay,
-    resolve_precision,
 )
 from bertkit.training import distributed as dist
 from bertkit.training.distributed import DistContext, pick_device
@@ -173,7 +172,7 @@ def run_model(task: Task, model, features: FeatureSet, batch_size: int,
     batches = length_batches(features.lengths, batch_size)[rank::world]
     with torch.inference_mode():
         for idx in tqdm(batches, desc=desc, disable=_bar_off(progress), leave=False):
-            with autocast(device, precision):
+            with autocast(precision, device):
                 out = task.compute(model, _to(features.collate(idx), device))
             values = {name: getattr(out, name).float().cpu().numpy() for name in task.output_names}
             for k, i in enumerate(idx):
@@ -304,7 +303,7 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
     # to the weights an uninterrupted run reaches.
     ctx = ctx or DistContext(device=pick_device(cfg.device))
     device = ctx.device
-    precision = resolve_precision(cfg.precision, device)
+    precision, _ = resolve(cfg.precision, device, TRAINING)
     seed_everything(hyper.seed)
     overrides = {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
     if cfg.attention_impl is not None:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bertkit.options import option
+from bertkit.precision import HELP as PRECISION_HELP
+from bertkit.precision import TRAINING as TRAINING_PRECISIONS
 
 
 @dataclass
@@ -32,8 +34,7 @@ class FinetuneConfig:
     max_grad_norm: float = option(1.0, "gradient clipping", gt=0)
     eval_batch: int = option(64, "evaluation batch size", ge=1, flag="--eval-batch-size")
     device: str = option("auto", "auto, cpu or cuda")
-    precision: str = option("auto", "autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU)",
-                            choices=("auto", "fp32", "bf16", "fp16"))
+    precision: str = option("auto", f"autocast precision ({PRECISION_HELP})", choices=TRAINING_PRECISIONS)
     log_every: int = option(100, "train-loss log interval", ge=1, metavar="STEPS")
     progress: bool | None = None
     select: str = option("best", "keep the best epoch of every run, or only final epochs",

@@ -28,7 +28,7 @@ from bertkit.training.state import (
     restore_rng_state,
     restore_training_state,
 )
-from bertkit.training.step import MetricSums, StepResult, TrainStep, autocast, resolve_precision
+from bertkit.training.step import MetricSums, StepResult, TrainStep
 
 __all__ = [
     "CheckpointManager",
@@ -38,7 +38,6 @@ __all__ = [
     "MetricSums",
     "StepResult",
     "TrainStep",
-    "autocast",
     "build_optimizer",
     "capture_rng_state",
     "capture_training_state",
@@ -49,7 +48,6 @@ __all__ = [
     "linear_warmup_decay",
     "param_groups",
     "prefetch",
-    "resolve_precision",
     "restore_rng_state",
     "restore_training_state",
 ]

@@ -23,32 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.errors import BertkitError
+from bertkit.precision import autocast
 from bertkit.training.distributed import all_reduce_sum
 from bertkit.training.optim import is_fused
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto`` is bf16 on a GPU that supports it, else fp16 on a GPU, fp32 on the CPU."""
-    if precision not in PRECISIONS:
-        raise BertkitError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "auto":
-        if device.type != "cuda":
-            return "fp32"
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if precision == "fp16" and device.type != "cuda":
-        raise BertkitError("fp16 training needs a CUDA device; use bf16 or fp32 on the CPU")
-    return precision
-
-
-def autocast(device: torch.device, precision: str):
-    """The autocast context for ``precision`` (a no-op for fp32)."""
-    if precision not in _DTYPES:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=_DTYPES[precision])
 
 
 @dataclass
@@ -91,7 +68,7 @@ class TrainStep:
         outputs = []
         for i, batch in enumerate(micro_batches):
             with self._no_sync(i == n - 1):
-                with autocast(self.device, self.precision):
+                with autocast(self.precision, self.device):
                     out = compute(self.model, batch)
                 scaled = out.loss / n if weights is None else out.loss * weights[i]
                 self.scaler.scale(scaled).backward()

@@ -1,19 +1,19 @@
-"""``--precision auto`` for pre-training: bf16 on CPUs with native bf16, fp32 elsewhere."""
+"""One precision vocabulary (bertkit.precision): ``auto`` is bf16 on CPUs with native bf16
+(bertkit.cpu's flag reading), fp32 elsewhere, for training and inference alike."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
+from bertkit import cpu as precision_mod
+from bertkit.cpu import CpuBf16, cpu_bf16_support, cpu_flags, cpu_has_vnni, detect_cpu_bf16
 from bertkit.errors import BertkitError
-from bertkit.training import precision as precision_mod
-from bertkit.training.precision import (
-    CpuBf16,
-    cpu_bf16_support,
-    cpu_flags,
-    detect_cpu_bf16,
-    resolve_pretrain_precision,
-)
+from bertkit.precision import INFERENCE, RESOLVED, TRAINING, autocast, check, from_dtype, resolve
+
+
+def resolve_pretrain_precision(precision, device):
+    return resolve(precision, device, TRAINING)
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 X86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu sse2 avx2 avx512f {extra}\n\nprocessor\t: 1\n"
@@ -72,3 +72,45 @@ def test_explicit_choices_are_kept(monkeypatch):
 def test_gpu_rule_unchanged(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert resolve_pretrain_precision("auto", CUDA)[0] == "fp16"
+
+
+def test_one_vocabulary_for_training_and_inference():
+    assert set(TRAINING) < set(INFERENCE) and "int8" not in TRAINING
+    assert set(RESOLVED) == set(INFERENCE) - {"auto"}
+    with pytest.raises(BertkitError, match="--precision must be one of"):
+        check("fp8", TRAINING)
+    with pytest.raises(BertkitError, match="--precision must be one of"):
+        resolve("int8", CPU, TRAINING)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_is_the_same_rule_for_training_and_inference(monkeypatch, native):
+    monkeypatch.setattr(precision_mod, "cpu_bf16_support", lambda: CpuBf16(native, "flags"))
+    assert resolve("auto", CPU, TRAINING)[0] == resolve("auto", CPU, INFERENCE)[0]
+    assert resolve("auto", CPU, INFERENCE)[0] == ("bf16" if native else "fp32")  # never int8
+
+
+def test_int8_is_cpu_only_and_fp16_cuda_only():
+    assert resolve("int8", CPU)[0] == "int8"
+    with pytest.raises(BertkitError, match="CPU only"):
+        resolve("int8", CUDA)
+    with pytest.raises(BertkitError, match="CUDA"):
+        resolve("fp16", CPU)
+
+
+def test_autocast_takes_precision_then_device():
+    with autocast("bf16", CPU):
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
+    with autocast("fp32", CPU), autocast("int8", "cpu"):
+        assert not torch.is_autocast_enabled("cpu")
+
+
+def test_old_dtype_names_map_to_precisions():
+    assert [from_dtype(d) for d in ("float32", "bfloat16", "float16")] == ["fp32", "bf16", "fp16"]
+    with pytest.raises(BertkitError, match="--dtype must be one of"):
+        from_dtype("int8")
+
+
+def test_vnni_read_from_flags():
+    assert cpu_has_vnni(X86.format(extra="avx512_vnni"))
+    assert not cpu_has_vnni(X86.format(extra=""))

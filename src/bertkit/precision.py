@@ -1,0 +1,91 @@
+"""Precision: one vocabulary and one ``auto`` rule, for training and inference alike.
+
+Names (:data:`PRECISIONS`):
+
+* ``fp32`` - the weights as they are;
+* ``bf16`` - fp32 weights run under autocast: matrix products in bfloat16, LayerNorm and
+  softmax in fp32 (so one loaded model serves fp32 and bf16);
+* ``fp16`` - autocast in float16, on a CUDA device only (training adds a gradient scaler);
+* ``int8`` - inference only, on the CPU: every linear layer of the encoder and the heads runs
+  as a dynamically quantised INT8 layer (:mod:`bertkit.inference.int8`);
+* ``auto`` - the rule below.
+
+``auto``: on a GPU, bf16 where it supports bf16, else fp16; on the CPU, bf16 where the
+processor computes bf16 natively (:func:`bertkit.cpu.cpu_bf16_support`: ``avx512_bf16``, AMX,
+Arm ``bf16``), else fp32. The rule is the same for pre-training, fine-tuning and inference. It
+was measured for pre-training (docs/pretraining.md, "Precision": bf16 on a CPU with native
+bf16 is faster at equal loss; emulated bf16 is slower than fp32, hence the flag check), and a
+single rule means a model fine-tuned with ``auto`` is served with ``auto`` at the precision it
+was trained in. ``auto`` never picks ``int8``: INT8 changes the answers, so a user asks for it.
+
+Contract: :func:`check` (a name of the allowed set, else a :class:`BertkitError` naming the
+option), :func:`resolve` (``auto`` -> a concrete name and why), :func:`autocast` (the context
+a forward pass runs in). CLI flags take their ``choices`` from :data:`TRAINING` or
+:data:`INFERENCE`, never retyped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from bertkit.errors import BertkitError
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+TRAINING = ("auto", "fp32", "bf16", "fp16")  # int8 is an inference format
+INFERENCE = PRECISIONS
+RESOLVED = PRECISIONS[1:]  # what resolve() returns: every name but auto
+AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads lazily)
+DTYPE_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # the old --dtype
+HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX; GPU: bf16 "
+        "support, else fp16), else fp32")
+
+
+def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "--precision") -> str:
+    """``precision`` if it is in ``allowed``, else a :class:`BertkitError` naming ``option``."""
+    if precision not in allowed:
+        raise BertkitError(f"{option} must be one of {', '.join(allowed)}, got {precision!r}")
+    return precision
+
+
+def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
+            option: str = "--precision") -> tuple[str, str]:
+    """``(fp32|bf16|fp16|int8, why)``: ``auto`` by the rule of the module docstring; an
+    explicit name is kept if the device can run it (fp16 needs CUDA, int8 the CPU)."""
+    import torch
+
+    check(precision, allowed, option)
+    device = torch.device(device)
+    if precision == "auto":
+        if device.type == "cuda":
+            chosen = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            return chosen, f"auto on {device}: {'bf16 supported' if chosen == 'bf16' else 'no bf16'}"
+        if device.type == "cpu":
+            from bertkit.cpu import cpu_bf16_support
+
+            support = cpu_bf16_support()
+            return ("bf16" if support.native else "fp32"), f"auto: {support.reason}"
+        return "fp32", f"auto on {device.type}"
+    if precision == "fp16" and device.type != "cuda":
+        raise BertkitError(f"{option} fp16 needs a CUDA device; use bf16 or fp32 on the {device.type}")
+    if precision == "int8" and device.type != "cpu":
+        raise BertkitError(f"{option} int8 runs on the CPU only; use --device cpu")
+    return precision, "as asked"
+
+
+def autocast(precision: str, device: Any = "cpu"):
+    """The context a forward (and backward) pass runs in: autocast for ``bf16``/``fp16``,
+    nothing for ``fp32`` and ``int8`` (whose layers take fp32 activations)."""
+    if precision not in AUTOCAST_DTYPES:
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(torch.device(device).type, dtype=getattr(torch, AUTOCAST_DTYPES[precision]))
+
+
+def from_dtype(dtype: str, option: str = "--dtype") -> str:
+    """The precision the deprecated ``--dtype`` names (float32/bfloat16/float16 -> fp32/bf16/
+    fp16: the weights stay fp32 and autocast does the rest)."""
+    if dtype not in DTYPE_PRECISIONS:
+        raise BertkitError(f"{option} must be one of {', '.join(DTYPE_PRECISIONS)}, got {dtype!r}")
+    return DTYPE_PRECISIONS[dtype]
