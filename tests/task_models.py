@@ -45,7 +45,9 @@ def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 6
     task = {"pair": "mrpc", "regression": "stsb", "squad2": "squad2", "qa": "squad", "sst2": "sst2",
             "ner": "ner"}.get(kind)
     if task:
-        extra["bertkit_finetune"] = {"task": task, "options": {}, "max_seq_length": 48}
+        # SQuAD's windows must fit in 48 tokens, as fine-tuning would have checked
+        options = {"max_query_length": 16, "doc_stride": 12} if task.startswith("squad") else {}
+        extra["bertkit_finetune"] = {"task": task, "options": options, "max_seq_length": 48}
     torch.manual_seed(seed)
     model = {
         "classify": BertForSequenceClassification, "pair": BertForSequenceClassification,

@@ -84,7 +84,7 @@ def run_demo(out_dir: str | Path = "demo_out", vocab_size: int = 8000, steps: in
     bert = load(model_dir)
     for text in FILL_MASK_SAMPLES:
         guesses = bert.fill_mask(text, top_k=5)[0]
-        print(f"{text}\n  -> " + ", ".join(f"{g['token']} ({g['score']:.2f})" for g in guesses))
+        print(f"{text}\n  -> " + ", ".join(f"{g['token_str']} ({g['score']:.2f})" for g in guesses))
 
     stage("6. training curves")
     print(f"plot -> {plot_run(run_dir)}")

@@ -39,9 +39,9 @@ def test_fill_mask_matches_a_direct_forward_pass(model_dir):
     position = enc.input_ids.index(bert.tokenizer.mask_token_id)
     probs = logits[position].softmax(-1)
     top = probs.topk(3)
-    assert [c["token_id"] for c in result[0]] == top.indices.tolist()
+    assert [c["token"] for c in result[0]] == top.indices.tolist()
     assert np.allclose([c["score"] for c in result[0]], top.values.tolist(), atol=1e-5)
-    assert result[0][0]["token"] == bert.tokenizer.convert_ids_to_tokens(top.indices[0].item())
+    assert result[0][0]["token_str"] == bert.tokenizer.convert_ids_to_tokens(top.indices[0].item())
 
 
 def test_fill_mask_several_masks_and_batch_order(model_dir):
@@ -51,7 +51,7 @@ def test_fill_mask_several_masks_and_batch_order(model_dir):
     assert [len(r) for r in together] == [2, 1, 1]
     for text, expected in zip(texts, together):
         alone = bert.fill_mask(text, top_k=2)
-        assert [c["token_id"] for m in alone for c in m] == [c["token_id"] for m in expected for c in m]
+        assert [c["token"] for m in alone for c in m] == [c["token"] for m in expected for c in m]
     with pytest.raises(BertkitError, match="no \\[MASK\\]"):
         bert.fill_mask("no mask here")
 
@@ -106,8 +106,9 @@ def test_vocabulary_size_mismatch_is_an_error(tmp_path, tiny_vocab_file):
 
 
 def test_bfloat16_and_unknown_device(model_dir):
-    bert = load(model_dir, dtype="bfloat16")
-    assert bert.model.dtype == torch.bfloat16
+    with pytest.warns(FutureWarning, match="precision='bf16'"):
+        bert = load(model_dir, dtype="bfloat16")  # the deprecated spelling of precision bf16
+    assert bert.precision == "bf16" and bert.model.dtype == torch.float32  # autocast, fp32 weights
     assert bert.embed(SENTENCES).dtype == np.float32
     if not torch.cuda.is_available():
         with pytest.raises(BertkitError, match="no CUDA"):

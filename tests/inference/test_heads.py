@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bertkit.inference import load
-from bertkit.inference.heads import InputError, group_entities, token_batches
-
+from bertkit.inference.heads import InputError, token_batches
+from bertkit.tasks.tagging import group_entities
 from tests.task_models import make_task_model
 
 TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !",
@@ -97,7 +97,7 @@ def test_question_answering_span_and_no_answer(tmp_path):
     assert answer["answer"] and context[answer["start"]:answer["end"]] == answer["answer"]
     assert 0 < answer["score"] <= 1
     squad2 = load(make_task_model(tmp_path, "squad2"))
-    assert squad2.allows_no_answer and not bert.allows_no_answer
+    assert squad2.family().version_2 and not bert.family().version_2
     real = squad2.predict({"question": "who went ?", "context": context})
     assert real["answer"] == answer["answer"]  # same weights (seed): the span wins here
     run_rows = squad2.run_rows
@@ -131,8 +131,8 @@ def test_fill_mask_and_embed_plans_match_the_existing_api(tmp_path):
              bert.plan_embed("the man went", pool="mean"), bert.plan_embed("he is good", layers=(-1, -2))]
     masks, single, mean, cls = bert.run_plans(plans)
     reference = bert.fill_mask(["the [MASK] went to the [MASK] .", "he [MASK]"], top_k=3)
-    assert [[c["token"] for c in m] for m in masks] == [[c["token_id"] for c in m] for m in reference[0]]
-    assert [c["token"] for c in single] == [c["token_id"] for c in reference[1][0]]
+    assert [[c["token"] for c in m] for m in masks] == [[c["token"] for c in m] for m in reference[0]]
+    assert [c["token"] for c in single] == [c["token"] for c in reference[1][0]]
     assert single[0]["sequence"] == "he " + single[0]["token_str"]
     assert np.allclose(mean, bert.embed("the man went", pool="mean"), atol=1e-5)
     assert np.allclose(cls, bert.embed("he is good", layers=(-1, -2)), atol=1e-5)

@@ -100,7 +100,7 @@ def test_fill_mask_top10_matches_transformers(splade, reference):
         assert len(masks) == len(positions)
         for position, candidates in zip(positions, masks):
             expected = ref[row, position].softmax(-1).topk(10)
-            assert [c["token_id"] for c in candidates] == expected.indices.tolist()
+            assert [c["token"] for c in candidates] == expected.indices.tolist()
             assert max(abs(c["score"] - p) for c, p in zip(candidates, expected.values.tolist())) < 1e-6
 
 

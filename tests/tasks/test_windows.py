@@ -21,7 +21,6 @@ from bertkit.tasks.windows import (
     sliding_windows,
 )
 from bertkit.tokenizer import BertTokenizer
-
 from tests.tasks.finetune_helpers import NOISE, make_model
 
 
@@ -256,7 +255,6 @@ def test_a_stride_not_smaller_than_the_window_is_a_clear_cli_error(command, tmp_
     import json
 
     from bertkit.cli.main import main
-
     from tests.task_models import make_task_model
     from tests.tasks.finetune_helpers import write_sst2
 

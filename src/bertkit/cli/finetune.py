@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import sys
@@ -20,6 +19,8 @@ import warnings
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
+from bertkit.precision import HELP as PRECISION_HELP
+from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 from bertkit.tasks.finetune_config import FinetuneConfig
 from bertkit.tasks.task_options import GROUPS, TaskOptions, task_options_from
 
@@ -50,10 +51,9 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
                              "model's); longer inputs are truncated with a warning")
     if inference:  # evaluate / predict also run INT8 (bertkit.inference.int8), training does not
         add_options(parser, FinetuneConfig, only=("device",))
-        choices = next(f for f in dataclasses.fields(FinetuneConfig) if f.name == "precision").metadata["choices"]
-        parser.add_argument("--precision", default="auto", choices=[*choices, "int8"],
-                            help="autocast precision (auto: fp32 on the CPU, bf16/fp16 on a GPU); "
-                                 "int8: dynamic quantisation on the CPU (default auto)")
+        parser.add_argument("--precision", default="auto", choices=INFERENCE_PRECISIONS,
+                            help=f"autocast precision ({PRECISION_HELP}); int8: dynamic "
+                                 "quantisation on the CPU")
     else:
         add_options(parser, FinetuneConfig, only=("device", "precision"))
     parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
@@ -143,19 +143,19 @@ def _setup(args, for_training: bool):
 def _train_max_len(args, task) -> int:
     """``--max-seq-length``, else the task's default capped at the model's positions (a
     small model with 64 positions trains at 64 without a word; an explicit larger value is
-    refused by ``finetune``)."""
-    length = _max_len(args, {}, task)
-    if args.max_seq_length is None:
-        from bertkit.checkpoint import load_config
-
-        length = min(length, load_config(args.model).max_position_embeddings)
-    return length
+    refused by ``finetune``): :func:`~bertkit.tasks.base.resolve_max_seq_length` without the
+    saved value (training starts a new one)."""
+    return _max_len(args, {}, task)
 
 
 def _max_len(args, entry: dict, task=None) -> int:
-    """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD 384)."""
-    default = getattr(task, "default_max_seq_length", 128)
-    return args.max_seq_length or int(entry.get("max_seq_length") or default)
+    """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD
+    384), capped at the model's positions: :func:`~bertkit.tasks.base.resolve_max_seq_length`."""
+    from bertkit.checkpoint import load_config
+    from bertkit.tasks.base import resolve_max_seq_length
+
+    positions = load_config(args.model).max_position_embeddings
+    return resolve_max_seq_length(args.max_seq_length, entry, task, positions)
 
 
 # ------------------------------------------------------------------ handlers
@@ -192,11 +192,11 @@ def _load_model(task, args):
 
 
 def _device(args):
-    from bertkit.training import resolve_precision
+    from bertkit.precision import INFERENCE, resolve
     from bertkit.training.distributed import pick_device
 
     device = pick_device(args.device)
-    return device, resolve_precision(args.precision, device)
+    return device, resolve(args.precision, device, INFERENCE)[0]
 
 
 def _setup_trained(args):

@@ -35,7 +35,7 @@ def register(subparsers) -> None:
                    help="fine-tune on a fixed random sample of N examples (default: all)")
     p.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="batch size (default 32)")
     p.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
-                   help="tokens per input (default: the fine-tuned model's, else 128)")
+                   help="tokens per input (default: the fine-tuned model's, else the task's: 128, SQuAD 384)")
     p.add_argument("--seed", type=int, default=42, help="seed of the example sample (42)")
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
@@ -45,9 +45,9 @@ def register(subparsers) -> None:
 
 def run_prune(args: argparse.Namespace) -> int:
     from bertkit.checkpoint import load_tokenizer
-    from bertkit.cli.finetune import _plain_warnings
+    from bertkit.cli.finetune import _max_len, _plain_warnings
     from bertkit.tasks import canonical_name, get_task
-    from bertkit.tasks.base import FINETUNE_KEY, read_model_config
+    from bertkit.tasks.base import finetune_entry
     from bertkit.tasks.prune import PruneConfig, prune
 
     try:
@@ -60,11 +60,11 @@ def run_prune(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     with _plain_warnings():
         name = canonical_name(args.task)
-        entry = read_model_config(args.model).get(FINETUNE_KEY) or {}
+        entry = finetune_entry(args.model)
         options = entry.get("options") if entry.get("task") == name else {}
         task = get_task(name, **(options or {}))
         cfg = PruneConfig(heads=args.heads, importance_examples=args.importance_examples, curve=curve,
-                          max_seq_length=args.max_seq_length or int(entry.get("max_seq_length") or 128),
+                          max_seq_length=_max_len(args, entry, task),
                           batch=args.batch_size, finetune_epochs=args.finetune_epochs, lr=args.lr,
                           max_train_examples=args.max_train_examples,
                           seed=args.seed, device=args.device, progress=args.progress)

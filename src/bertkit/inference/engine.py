@@ -27,29 +27,32 @@ from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference.heads import TaskInference
-from bertkit.inference.int8 import autocast, check_precision, load_model, prepare
+from bertkit.inference.int8 import load_model, prepare
 from bertkit.model import BertModel, BertPreTrainedModel
+from bertkit.precision import INFERENCE, autocast, from_dtype, resolve
+from bertkit.tasks.base import finetune_entry, resolve_max_seq_length
 from bertkit.training.distributed import pick_device
 from bertkit.training.sampler import length_batches
 
 resolve_device = pick_device  # the former name here; one device resolution for all of bertkit
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("cls", "mean", "none")
 COMBINES = ("concat", "sum")
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype not in DTYPES:
-        raise BertkitError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:
+    """(B, D) vectors of (B, T, D) features: the ``[CLS]`` row (``cls``) or the mean over each
+    sequence's tokens, specials included, padding excluded (``mean``). The one pooling of
+    ``embed``, ``/embed`` and long-text windows."""
+    if pool == "cls":
+        return features[:, 0]
+    weights = mask.unsqueeze(-1).to(features.dtype)
+    return (features * weights).sum(1) / weights.sum(1)
 
 
 class BertInference(TaskInference):
-    """A loaded model + tokenizer, on a device, in a dtype and a precision (fp32, bf16
-    autocast, int8: :mod:`bertkit.inference.int8`), in eval mode. Task predictions on raw text
+    """A loaded model + tokenizer, on a device, at a precision (:mod:`bertkit.precision`:
+    ``auto`` resolved at construction; int8: :mod:`bertkit.inference.int8`), in eval mode. Task predictions on raw text
     (``predict``, the server's plans) come from :class:`~bertkit.inference.heads.TaskInference`.
     """
 
@@ -58,19 +61,18 @@ class BertInference(TaskInference):
         model: BertPreTrainedModel,
         tokenizer: Any,
         device: str | torch.device = "cpu",
-        dtype: str | torch.dtype = "float32",
         source: str = "model",
         precision: str = "fp32",
     ):
         check_vocabulary(tokenizer, model.config.vocab_size, source)
         self.device = pick_device(device)
-        self.precision = check_precision(precision)
-        self.model = prepare(model.to(device=self.device, dtype=resolve_dtype(dtype)).eval(), precision)
+        self.precision, self.precision_reason = resolve(precision, self.device, INFERENCE)
+        self.model = prepare(model.to(device=self.device).eval(), self.precision)
         self.tokenizer = tokenizer
         self.source = source
         self.max_positions = model.config.max_position_embeddings
-        saved = (model.config.extra.get("bertkit_finetune") or {}).get("max_seq_length")
-        self.max_length = min(int(saved or self.max_positions), self.max_positions)
+        self.max_length = resolve_max_seq_length(None, finetune_entry(model.config), self.family(),
+                                                 self.max_positions)
         self.long_text = self.long_text_choice()  # predict's default: the model's saved choice
 
     @property
@@ -135,11 +137,11 @@ class BertInference(TaskInference):
         """Top-k predictions for every ``[MASK]`` in each text.
 
         One text -> a list (one entry per ``[MASK]``, left to right) of ``top_k`` dicts
-        ``{"token", "token_id", "score"}`` (softmax probability, best first); a list of
-        texts -> a list of those.
+        ``{"score", "token" (id), "token_str", "sequence"}`` (softmax probability, best first;
+        the shape of ``/fill-mask`` and of Hugging Face's pipeline); a list of texts -> a list
+        of those. Batched and decoded by the same plan as the server's (:meth:`mask_plan`).
         """
-        head = getattr(self.model, "mlm_head", None)
-        if head is None:
+        if getattr(self.model, "mlm_head", None) is None:
             raise CheckpointError(f"{self.source}: the checkpoint has no masked-LM head for fill-mask")
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
@@ -148,22 +150,8 @@ class BertInference(TaskInference):
         for i, enc in enumerate(encodings):
             if mask_id not in enc.input_ids:
                 raise BertkitError(f"input {i + 1} has no [MASK] token (after truncation): {texts[i]!r}")
-        results: list[Any] = [None] * len(texts)
-        with torch.inference_mode(), autocast(self.precision, self.device):
-            for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "fill-mask"):
-                hidden = self.encoder(ids, types, mask).last_hidden_state
-                where = ids == mask_id
-                probs = head(hidden[where]).float().softmax(-1)
-                scores, token_ids = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
-                rows = where.nonzero()[:, 0].tolist()
-                for r, s, t in zip(rows, scores.tolist(), token_ids.tolist()):
-                    index = indices[r]
-                    if results[index] is None:
-                        results[index] = []
-                    tokens = self.tokenizer.convert_ids_to_tokens(t)
-                    results[index].append(
-                        [{"token": a, "token_id": b, "score": c} for a, b, c in zip(tokens, t, s)]
-                    )
+        plans = [self.mask_plan(enc, top_k) for enc in encodings]
+        results = self.run_plans(plans, max_batch_size=batch_size, progress=progress, desc="fill-mask")
         return results[0] if single else results
 
     # ------------------------------------------------------------------ embeddings
@@ -227,11 +215,8 @@ class BertInference(TaskInference):
         with torch.inference_mode(), autocast(self.precision, self.device):
             for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "embed"):
                 features = self.features(ids, types, mask, layers, combine)
-                if pool == "cls":
-                    pooled = features[:, 0]
-                elif pool == "mean":
-                    weights = mask.unsqueeze(-1).to(features.dtype)
-                    pooled = (features * weights).sum(1) / weights.sum(1)
+                if pool != "none":
+                    pooled = pool_features(features, mask, pool)
                 for row, index in enumerate(indices):
                     if pool == "none":
                         n = len(encodings[index].input_ids)
@@ -256,13 +241,15 @@ def load(
     vocab: str | Path | None = None,
     lowercase: bool | None = None,
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str | None = None,
     model_class: type[BertPreTrainedModel] | None = None,
     precision: str = "fp32",
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
     :func:`bertkit.inference.int8.save_int8`) ready for fill-mask / embed / predict at
-    ``precision`` (``fp32``, ``bf16`` or ``int8``).
+    ``precision`` (:data:`bertkit.precision.INFERENCE`: ``fp32``, ``bf16``, ``fp16`` on CUDA,
+    ``int8`` on the CPU, or ``auto``). ``dtype`` is the deprecated spelling of the precision
+    (``float32``/``bfloat16``/``float16``; a FutureWarning says which precision it means).
 
     On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
     oneDNN's primitive cache is bounded (unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set;
@@ -271,11 +258,15 @@ def load(
     in cost BERT-Base INT8, 8 x 128 on one thread, a third of its time)."""
     from bertkit.inference.int8 import is_int8_dir
 
+    if dtype is not None:
+        precision = from_dtype(dtype, "dtype")
+        warnings.warn(f"load(dtype=...) is deprecated: use precision={precision!r}", FutureWarning,
+                      stacklevel=2)
+    target = pick_device(device)
+    precision = resolve(precision, target, INFERENCE)[0]
     if is_int8_dir(model_dir) and precision == "fp32":
         precision = "int8"  # the float weights are gone; load_model refuses bf16
-    with cpu.loading_for_inference(pick_device(device).type == "cpu"):
+    with cpu.loading_for_inference(target.type == "cpu"):
         model = load_model(model_dir, model_class, precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase)
-    bert = BertInference(model, tokenizer, device=device, dtype=dtype, source=str(model_dir),
-                         precision=precision)
-    return bert
+    return BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)

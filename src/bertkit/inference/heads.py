@@ -38,7 +38,8 @@ multiple choice and fill-mask are not windowed (truncated as before).
 
 from __future__ import annotations
 
-import re
+import json
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,8 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.inference.int8 import autocast
+from bertkit.precision import autocast
+from bertkit.tasks.base import saved_task_options
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
 TASK_OF_CLASS = {
@@ -59,7 +61,6 @@ TASK_OF_CLASS = {
     "BertForPreTraining": "fill-mask",
     "BertModel": "feature-extraction",
 }
-WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 MAX_ANSWER_TOKENS = 30
 
 
@@ -106,27 +107,6 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def group_entities(text: str, spans: Sequence[tuple[int, int]], tags: Sequence[str],
-                   scores: Sequence[float]) -> list[dict]:
-    """Entities of word-level BIO (or IOB1) tags: runs of ``B-X I-X ...`` of one type."""
-    entities: list[dict] = []
-    current: dict | None = None
-    for (start, end), tag, score in zip(spans, tags, scores):
-        prefix, _, kind = tag.partition("-") if "-" in tag else ("O", "", "")
-        if tag == "O" or not kind:
-            current = None
-            continue
-        if current is not None and prefix == "I" and current["entity_group"] == kind:
-            current["end"], current["_scores"] = end, current["_scores"] + [score]
-            continue
-        current = {"entity_group": kind, "start": start, "end": end, "_scores": [score]}
-        entities.append(current)
-    for e in entities:
-        e["score"] = float(np.mean(e.pop("_scores")))
-        e["word"] = text[e["start"]:e["end"]]
-    return [{k: e[k] for k in ("entity_group", "score", "word", "start", "end")} for e in entities]
-
-
 class TaskInference:
     """Mixin of :class:`~bertkit.inference.BertInference`: raw-text task predictions.
 
@@ -153,23 +133,55 @@ class TaskInference:
     def is_regression(self) -> bool:
         return self.task == "text-classification" and getattr(self.model, "num_labels", 2) == 1
 
-    @property
-    def allows_no_answer(self) -> bool:
-        entry = self.model.config.extra.get("bertkit_finetune") or {}
-        return entry.get("task") == "squad2" or bool((entry.get("options") or {}).get("version_2_with_negative"))
+    # ------------------------------------------------------------------ the task family
+    def family(self, long_text: LongText | None = None):
+        """The task family that decodes this model's head (a :class:`~bertkit.tasks.base.Task`):
+        the task it was fine-tuned on with its saved options (so ``bertkit predict`` and every
+        other door decode alike), else the family's default for the head (generic text
+        classification or regression with the model's labels, token classification, SQuAD
+        v1.1, SWAG); ``None`` for a model without a task head. ``long_text``, when it differs
+        from the model's own choice, replaces the saved long-text options."""
+        name, options = saved_task_options(self.model.config)
+        if long_text is not None and long_text != self.long_text_choice():
+            options = {k: v for k, v in options.items() if k not in LONG_TEXT_OPTIONS}
+            options.update(long_text.options() or {"long_text": "truncate"})
+        key = (name, json.dumps(options, sort_keys=True, default=str))
+        cache = self.__dict__.setdefault("_families", {})
+        if key not in cache:
+            cache[key] = self._build_family(name, options)
+        return cache[key]
+
+    def _build_family(self, name: str | None, options: dict):
+        from bertkit.tasks import get_task
+
+        if name is not None:
+            try:
+                return get_task(name, **options)
+            except BertkitError as e:
+                raise BertkitError(f"{self.source}: its saved task {name!r} cannot be rebuilt: {e}") from None
+        task = self.task
+        if task == "text-classification":
+            if self.is_regression:
+                return get_task("regression", **options)
+            labels = self.labels
+            if len(set(labels)) != len(labels):
+                labels = [f"LABEL_{i}" for i in range(len(labels))]
+            return get_task("text-classification", labels=labels, **options)
+        if task == "token-classification":
+            return get_task("token-classification", labels=self.labels, **options)
+        if task == "question-answering":  # SQuAD's windows, fitted to a model with few positions
+            length = min(384, self.model.config.max_position_embeddings)
+            query = min(64, (length - 3) // 2)
+            return get_task("squad", max_query_length=query,
+                            doc_stride=min(128, max(1, (length - query - 3) // 2)))
+        if task == "multiple-choice":
+            return get_task("swag")
+        return None
 
     @property
     def pair_inputs(self) -> bool:
         """True for a model fine-tuned on a sentence-pair task (MRPC, STS-B, ...)."""
-        entry = self.model.config.extra.get("bertkit_finetune") or {}
-        if not entry.get("task"):
-            return False
-        try:
-            from bertkit.tasks import get_task
-
-            return bool(getattr(get_task(entry["task"], **(entry.get("options") or {})), "pair", False))
-        except Exception:  # an unknown or changed task: inputs are single texts
-            return False
+        return bool(getattr(self.family(), "pair", False))
 
     def is_pair_item(self, inputs: Any) -> bool:
         """Is ``inputs`` (a request's ``inputs``) one sentence pair ``[A, B]`` rather than a
@@ -182,8 +194,7 @@ class TaskInference:
         ``pool_windows``, as ``bertkit predict`` reads them) overlaid with ``given`` (the
         flags set); a stride not smaller than the window of one text (``max_length - 2``) is a
         :class:`BertkitError` naming ``--stride``."""
-        entry = self.model.config.extra.get("bertkit_finetune") or {}
-        saved = {k: v for k, v in (entry.get("options") or {}).items() if k in LONG_TEXT_OPTIONS}
+        saved = {k: v for k, v in saved_task_options(self.model.config)[1].items() if k in LONG_TEXT_OPTIONS}
         choice = LongText.from_options({**saved, **{k: v for k, v in (given or {}).items() if v is not None}})
         if choice.windowed and choice.stride is not None:
             check_stride(self.max_length - 2, choice.stride)
@@ -216,15 +227,40 @@ class TaskInference:
                              f"than the model's limit of {self.max_length}", status=413)
         return enc
 
+    def _featurize(self, family, example) -> tuple[list[_Row], Any]:
+        """The family's features of one example as model rows, and the feature set."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the answer says what was cut (``truncated``)
+                features = family.featurize([example], self.tokenizer, self.max_length)
+        except (BertkitError, ValueError) as e:
+            raise InputError(str(e)) from None
+        rows = []
+        for f in features.features:
+            ids = np.asarray(f["input_ids"])
+            types = np.asarray(f["token_type_ids"]) if "token_type_ids" in f else np.zeros_like(ids)
+            if ids.ndim == 2:  # multiple choice: one row per choice, padding dropped
+                lengths = np.asarray(f["attention_mask"]).sum(-1)
+                rows += [_Row(ids[c, :n].tolist(), types[c, :n].tolist()) for c, n in enumerate(lengths)]
+            else:
+                rows.append(_Row(ids.tolist(), types.tolist()))
+        return rows, features
+
+    def _check_overflow(self, truncated: bool, on_overflow: str) -> None:
+        if truncated and on_overflow == "error":
+            raise InputError(f"the input is longer than the model's limit of {self.max_length} "
+                             "tokens", status=413)
+
     # ------------------------------------------------------------------ plans
     def plan_predict(self, item: Any, on_overflow: str = "truncate", long_text: LongText | None = None) -> Plan:
-        """The plan of one ``/predict`` input for this model's task (see the module docstring;
-        ``long_text`` None: the model's saved choice)."""
+        """The plan of one ``/predict`` input for this model's task, decoded by the task
+        family's own decoder (see the module docstring; ``long_text`` None: the model's saved
+        choice)."""
         task = self.task
         if task == "text-classification":
-            return self._plan_classify(item, on_overflow, self._long_text(long_text))
+            return self._plan_classify(item, on_overflow, long_text)
         if task == "token-classification":
-            return self._plan_tokens(item, on_overflow, self._long_text(long_text))
+            return self._plan_tokens(item, on_overflow, long_text)
         if task == "question-answering":
             return self._plan_span(item, on_overflow)
         if task == "multiple-choice":
@@ -233,7 +269,11 @@ class TaskInference:
                          f"it serves " + ("/fill-mask and /embed" if task == "fill-mask" else "/embed"),
                          status=400)
 
-    def _plan_classify(self, item, on_overflow, long_text: LongText) -> Plan:
+    def _plan_classify(self, item, on_overflow, long_text: LongText | None) -> Plan:
+        """Text classification / regression: :class:`~bertkit.tasks.text.TextTask`'s features
+        (windows of a long text in ``window`` mode) and its ``example_logits`` (windows pooled)."""
+        from bertkit.tasks.formats.base import TextExample
+
         if isinstance(item, list) and len(item) == 2:
             text, pair = _text(item[0], "the first text"), _text(item[1], "the second text")
         elif isinstance(item, dict) and "text" in item:
@@ -241,15 +281,14 @@ class TaskInference:
             pair = None if pair is None else _text(pair, "text_pair")
         else:
             text, pair = _text(item, "the input"), None
-        if long_text.windowed:
-            rows, truncated = self._text_windows(text, pair, long_text, on_overflow)
-        else:
-            rows = [self._encode(text, pair, on_overflow=on_overflow)]
-            truncated = bool(rows[0].num_truncated)
-        labels, regression, pool = self.labels, self.is_regression, long_text.pool
+        family = self.family(long_text)
+        rows, features = self._featurize(family, TextExample("0", text, pair, None))
+        truncated = bool(features.num_truncated) or self._pair_cut(family, text, pair)
+        self._check_overflow(truncated, on_overflow)
+        labels, regression = self.labels, self.is_regression
 
         def finish(outputs):
-            logits = pool_rows([0] * len(outputs), outputs, 1, pool)[0]  # one row: itself
+            logits = family.example_logits(features, {"logits": outputs})[0]
             if regression:
                 return [{"label": labels[0], "score": float(logits[0])}]
             probs = _softmax(logits.astype(np.float64))
@@ -258,90 +297,84 @@ class TaskInference:
 
         return Plan(rows, ("logits",), finish, truncated, windows=len(rows))
 
-    def _plan_tokens(self, item, on_overflow, long_text: LongText) -> Plan:
+    def _pair_cut(self, family, text: str, pair: str | None) -> bool:
+        """Does a windowed pair's second text lose tokens (windows keep it beside each one)?"""
+        long_text = getattr(family, "long_text", None)
+        if pair is None or long_text is None or not long_text.windowed:
+            return False
+        tok = self.tokenizer
+        return bool(text_windows(tok, tok.text_to_ids(text), tok.text_to_ids(pair), self.max_length,
+                                 long_text)[1])
+
+    def _plan_tokens(self, item, on_overflow, long_text: LongText | None) -> Plan:
+        """Token tagging: the words of :func:`~bertkit.tasks.tagging.split_words`, the tagging
+        family's features (long sentences split, windowed or truncated as the model's task
+        says) and its ``word_tags``; entities by :func:`~bertkit.tasks.tagging.group_entities`."""
+        from bertkit.tasks.formats.conll import TaggedSentence
+        from bertkit.tasks.tagging import group_entities, split_words
+
         text = _text(item, "the input")
-        matches = list(WORD.finditer(text))
-        if long_text.windowed:
-            return self._plan_tagging_windows(text, matches, long_text)
-        enc = self._encode([m.group() for m in matches], offsets=True, on_overflow=on_overflow)
-        first: dict[int, int] = {}
-        for position, word in enumerate(enc.word_ids):
-            if word is not None and word not in first:
-                first[word] = position
-        words = sorted(first)
-        labels = self.labels
+        words, spans = split_words(text)
+        family = self.family(long_text)
+        example = TaggedSentence(words, [], None)
+        rows, features = self._featurize(family, example)
+        truncated = bool(features.num_truncated)
+        self._check_overflow(truncated, on_overflow)
 
         def finish(outputs):
-            probs = _softmax(outputs[0].astype(np.float64))
-            best = [int(probs[first[w]].argmax()) for w in words]
-            return group_entities(text, [matches[w].span() for w in words], [labels[b] for b in best],
-                                  [float(probs[first[w], b]) for w, b in zip(words, best)])
+            tags = family.word_tags([example], features, {"logits": outputs})[0]
+            scores = [0.0] * len(words)
+            for meta, logits in zip(features.meta, outputs):
+                probs = _softmax(np.asarray(logits, dtype=np.float64))
+                for position, w in enumerate(meta.word_index):
+                    if w >= 0:
+                        scores[w] = float(probs[position].max())
+            return group_entities(text, spans, tags, scores)
 
-        return Plan([enc], ("tokens",), finish, bool(enc.num_truncated))
-
-    def _plan_tagging_windows(self, text: str, matches: list, long_text: LongText) -> Plan:
-        """Token tagging in overlapping windows: the features of ``featurize_tagging``'s
-        ``window`` mode (as ``bertkit predict ner --long-text window``), each word's tag read
-        from its max-context window."""
-        from bertkit.tasks.tagging import featurize_tagging
-
-        try:
-            features = featurize_tagging(self.tokenizer, [[m.group() for m in matches]], None, None,
-                                         self.max_length, "window", long_text.stride, warn=False)
-        except (BertkitError, ValueError) as e:
-            raise InputError(str(e)) from None
-        rows = [_Row([int(x) for x in f["input_ids"]], [0] * len(f["input_ids"])) for f in features.features]
-        where = {w: (k, p) for k, m in enumerate(features.meta) for p, w in enumerate(m.word_index) if w >= 0}
-        words = sorted(where)
-        labels = self.labels
-
-        def finish(outputs):
-            probs = {w: _softmax(outputs[k][p].astype(np.float64)) for w, (k, p) in where.items()}
-            best = [int(probs[w].argmax()) for w in words]
-            return group_entities(text, [matches[w].span() for w in words], [labels[b] for b in best],
-                                  [float(probs[w][b]) for w, b in zip(words, best)])
-
-        return Plan(rows, ("tokens",), finish, False, windows=len(rows))
+        return Plan(rows, ("tokens",), finish, truncated, windows=len(rows))
 
     def _plan_span(self, item, on_overflow) -> Plan:
+        """Question answering: SQuAD's windows (doc stride, max query length) and its
+        post-processing (max-context rule, n-best, the saved no-answer threshold of a v2.0
+        model), exactly as ``bertkit predict``."""
+        from bertkit.tasks.formats.squad import SquadExample
+
         if not isinstance(item, dict) or "question" not in item or "context" not in item:
             raise InputError('question answering takes {"question": Q, "context": C}')
         question, context = _text(item["question"], "question"), _text(item["context"], "context")
-        enc = self._encode(question, context, truncation="only_second", offsets=True, on_overflow=on_overflow)
-        positions = np.array([i for i, s in enumerate(enc.sequence_ids) if s == 1])
-        no_answer = self.allows_no_answer
+        family = self.family()
+        example = SquadExample("0", question, context)
+        rows, features = self._featurize(family, example)
 
         def finish(outputs):
-            start, end = (x.astype(np.float64) for x in outputs[0])
-            keep = np.concatenate([[0], positions])  # [CLS] (no answer) + context tokens
-            p_start = dict(zip(keep, _softmax(start[keep])))
-            p_end = dict(zip(keep, _softmax(end[keep])))
-            best, best_logit = None, -np.inf
-            for s in positions[np.argsort(-start[positions])[:20]]:
-                for e in positions[np.argsort(-end[positions])[:20]]:
-                    if s <= e < s + MAX_ANSWER_TOKENS and start[s] + end[e] > best_logit:
-                        best, best_logit = (int(s), int(e)), start[s] + end[e]
-            if best is None or (no_answer and start[0] + end[0] > best_logit):
-                return {"answer": "", "score": float(p_start[0] * p_end[0]), "start": 0, "end": 0}
-            a, b = enc.offsets[best[0]][0], enc.offsets[best[1]][1]
-            return {"answer": context[a:b], "score": float(p_start[best[0]] * p_end[best[1]]),
-                    "start": int(a), "end": int(b)}
+            answers = family.answers([example], features, {"start_logits": [o[0] for o in outputs],
+                                                           "end_logits": [o[1] for o in outputs]})
+            answer = answers.answers["0"]
+            score = next((x["probability"] for x in answers.nbest["0"] if x["text"] == answer), 0.0)
+            start, end = answers.spans.get("0", (0, 0)) if answer else (0, 0)
+            return {"answer": answer, "score": float(score), "start": int(start), "end": int(end)}
 
-        return Plan([enc], ("span",), finish, bool(enc.num_truncated))
+        return Plan(rows, ("span",), finish, False, windows=len(rows))
 
     def _plan_choice(self, item, on_overflow) -> Plan:
+        """Multiple choice: SWAG's features (context, then each choice) and a softmax over the
+        choices' scores."""
+        from bertkit.tasks.formats.swag import SwagExample
+
         if not isinstance(item, dict) or not isinstance(item.get("choices"), list) or len(item["choices"]) < 2:
             raise InputError('multiple choice takes {"context": C, "choices": [A, B, ...]} (two or more)')
         context = _text(item.get("context", item.get("question")), "context")
         choices = [_text(c, f"choice {i + 1}") for i, c in enumerate(item["choices"])]
-        rows = [self._encode(context, c, on_overflow=on_overflow) for c in choices]
+        rows, features = self._featurize(self.family(), SwagExample("0", context, "", choices))
+        truncated = bool(features.num_truncated)
+        self._check_overflow(truncated, on_overflow)
 
         def finish(outputs):
             probs = _softmax(np.array([float(o) for o in outputs]))
             order = np.argsort(-probs, kind="stable")
             return [{"label": choices[i], "index": int(i), "score": float(probs[i])} for i in order]
 
-        return Plan(rows, ("choice",), finish, any(r.num_truncated for r in rows))
+        return Plan(rows, ("choice",), finish, truncated)
 
     def plan_embed(self, item: Any, layers: Sequence[int] = (-1,), pool: str = "cls",
                    normalize: bool = False, on_overflow: str = "truncate",
@@ -375,17 +408,26 @@ class TaskInference:
         return Plan(rows, ("embed", layers, pool), finish, truncated, windows=len(rows))
 
     def plan_fill_mask(self, item: Any, top_k: int = 5, on_overflow: str = "truncate") -> Plan:
-        """Top-``top_k`` candidates for every ``[MASK]`` of one text."""
+        """Top-``top_k`` candidates for every ``[MASK]`` of one text (a flat list when the text
+        has one mask, as Hugging Face's pipeline answers)."""
         if getattr(self.model, "mlm_head", None) is None:
             raise InputError(f"this model ({type(self.model).__name__}) has no masked-LM head for fill-mask",
                              status=400)
         if not isinstance(top_k, int) or not 1 <= top_k <= 100:
             raise InputError("top_k must be an integer from 1 to 100")
         enc = self._encode(_text(item, "the input"), on_overflow=on_overflow)
-        mask_id = self.tokenizer.mask_token_id
-        where = [i for i, t in enumerate(enc.input_ids) if t == mask_id]
-        if not where:
-            raise InputError(f"the input has no {self.tokenizer.convert_ids_to_tokens(mask_id)} token: {item!r}")
+        if self.tokenizer.mask_token_id not in enc.input_ids:
+            mask = self.tokenizer.convert_ids_to_tokens(self.tokenizer.mask_token_id)
+            raise InputError(f"the input has no {mask} token: {item!r}")
+        plan = self.mask_plan(enc, top_k)
+        nested = plan.finish
+        plan.finish = lambda outputs: (lambda masks: masks[0] if len(masks) == 1 else masks)(nested(outputs))
+        return plan
+
+    def mask_plan(self, enc, top_k: int) -> Plan:
+        """The plan of one encoding with ``[MASK]`` tokens: per mask, left to right, ``top_k``
+        candidates ``{"score", "token" (id), "token_str", "sequence"}``, best first."""
+        where = [i for i, t in enumerate(enc.input_ids) if t == self.tokenizer.mask_token_id]
         tokenizer = self.tokenizer
 
         def finish(outputs):
@@ -399,9 +441,9 @@ class TaskInference:
                                        "token_str": tokenizer.convert_ids_to_tokens(int(token_id)),
                                        "sequence": tokenizer.decode(filled, skip_special_tokens=True)})
                 per_mask.append(candidates)
-            return per_mask[0] if len(per_mask) == 1 else per_mask
+            return per_mask
 
-        return Plan([enc], ("mlm", top_k), finish, bool(enc.num_truncated))
+        return Plan([enc], ("mlm", top_k), finish, bool(getattr(enc, "num_truncated", 0)))
 
     # ------------------------------------------------------------------ running
     def _pad(self, rows: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -439,15 +481,10 @@ class TaskInference:
                 return list(model._scores(ids, types, mask, False, False).logits.float()[:, 0].cpu().numpy())
             if kind == "embed":
                 _, layers, pool = key
-                out = self.encoder(ids, types, mask, output_hidden_states=layers != (-1,))
-                states = [out.last_hidden_state] if layers == (-1,) else [out.hidden_states[k] for k in layers]
-                features = torch.cat(states, dim=-1).float()
-                if pool == "cls":
-                    pooled = features[:, 0]
-                else:
-                    weights = mask.unsqueeze(-1).to(features.dtype)
-                    pooled = (features * weights).sum(1) / weights.sum(1)
-                return list(pooled.cpu().numpy())
+                from bertkit.inference.engine import pool_features
+
+                features = self.features(ids, types, mask, layers, "concat")
+                return list(pool_features(features, mask, pool).cpu().numpy())
             if kind == "mlm":
                 top_k = key[1]
                 hidden = self.encoder(ids, types, mask).last_hidden_state
@@ -462,19 +499,26 @@ class TaskInference:
         raise ValueError(f"unknown row kind {kind!r}")
 
     def run_plans(self, plans: Sequence[Plan], max_batch_tokens: int = 16384,
-                  max_batch_size: int = 64) -> list[Any]:
+                  max_batch_size: int = 64, progress: bool | None = False, desc: str = "predict") -> list[Any]:
         """Every plan's answer, in order: rows grouped by key, sorted by length, cut into
-        batches of at most ``max_batch_size`` rows and ``max_batch_tokens`` padded tokens."""
+        batches of at most ``max_batch_size`` rows and ``max_batch_tokens`` padded tokens
+        (a progress bar over the batches unless ``progress`` is False)."""
+        from tqdm.auto import tqdm
+
+        from bertkit.runlog import bar_disabled
+
         flat = [(p, j) for p in plans for j in range(len(p.rows))]
         for p in plans:
             p.outputs = [None] * len(p.rows)
+        batches = []
         for key in dict.fromkeys(p.key for p in plans):
             todo = sorted((x for x in flat if x[0].key == key), key=lambda x: -len(x[0].rows[x[1]].input_ids))
-            for batch in token_batches(todo, lambda x: len(x[0].rows[x[1]].input_ids),
-                                       max_batch_tokens, max_batch_size):
-                outputs = self.run_rows(key, [p.rows[j] for p, j in batch])
-                for (p, j), out in zip(batch, outputs):
-                    p.outputs[j] = out
+            batches += [(key, b) for b in token_batches(todo, lambda x: len(x[0].rows[x[1]].input_ids),
+                                                        max_batch_tokens, max_batch_size)]
+        for key, batch in tqdm(batches, desc=desc, unit="batch", disable=bar_disabled(progress)):
+            outputs = self.run_rows(key, [p.rows[j] for p, j in batch])
+            for (p, j), out in zip(batch, outputs):
+                p.outputs[j] = out
         return [p.finish(p.outputs) for p in plans]
 
     # ------------------------------------------------------------------ public API

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,12 +68,15 @@ __all__ = [
     "FeatureSet",
     "Task",
     "check_head",
+    "finetune_entry",
     "label_maps",
     "read_model_config",
+    "resolve_max_seq_length",
     "saved_task_options",
 ]
 
 FINETUNE_KEY = "bertkit_finetune"
+DEFAULT_MAX_SEQ_LENGTH = 128  # a task family's token limit unless it has its own (SQuAD: 384)
 
 
 @dataclass
@@ -137,11 +140,44 @@ def read_model_config(model_dir: str | Path) -> dict:
         return json.load(f)
 
 
-def saved_task_options(model_dir: str | Path) -> tuple[str | None, dict]:
-    """The task name and options a fine-tuned model directory was trained with
-    (``(None, {})`` for a model that was never fine-tuned by bertkit)."""
-    entry = read_model_config(model_dir).get(FINETUNE_KEY) or {}
+def finetune_entry(source: Any) -> dict:
+    """The ``bertkit_finetune`` entry (task, options, max_seq_length, ...) of a model: ``source``
+    is a model directory, a ``config.json`` mapping, or a loaded model's config (its ``extra``
+    fields); ``{}`` for a model never fine-tuned by bertkit."""
+    if isinstance(source, Mapping):
+        config = source
+    elif hasattr(source, "extra"):
+        config = source.extra
+    else:
+        config = read_model_config(source)
+    return dict(config.get(FINETUNE_KEY) or {})
+
+
+def saved_task_options(source: Any) -> tuple[str | None, dict]:
+    """The task name and options a fine-tuned model was trained with (``(None, {})`` for a
+    model that was never fine-tuned by bertkit); ``source`` as :func:`finetune_entry`."""
+    entry = finetune_entry(source)
     return entry.get("task"), dict(entry.get("options") or {})
+
+
+def resolve_max_seq_length(given: int | None, entry: Mapping, task: Task | None,
+                           max_positions: int | None) -> int:
+    """The one rule for an input's token limit: ``given`` (a flag; checked against the
+    positions where it is read), else the model's saved ``max_seq_length`` (``entry``: its
+    :func:`finetune_entry`), else the task family's default (``default_max_seq_length``:
+    128, SQuAD 384), else (no task) the model's limit; a saved or default value never exceeds
+    ``max_positions``."""
+    if given:
+        return int(given)
+    if entry.get("max_seq_length"):
+        length = int(entry["max_seq_length"])
+    elif task is not None:
+        length = int(task.default_max_seq_length)
+    elif max_positions:
+        return int(max_positions)
+    else:
+        length = DEFAULT_MAX_SEQ_LENGTH
+    return min(length, int(max_positions)) if max_positions else length
 
 
 def _head_rows(model_dir: str | Path, tensor_names: Sequence[str]) -> int | None:
@@ -194,6 +230,7 @@ class Task:
     """
 
     model_class: type = None  # type: ignore[assignment]
+    default_max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
     head_tensor: str | None = "classifier.weight"
     output_names: tuple[str, ...] = ("logits",)
     token_outputs: bool = False

@@ -40,7 +40,7 @@ from bertkit.tasks.base import FeatureSet, Task
 from bertkit.tasks.formats import TaggedSentence, read_conll, read_token_classification
 from bertkit.tasks.formats.base import iter_jsonl
 from bertkit.tasks.formats.conll import iob1_to_iob2
-from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
+from bertkit.tasks.tagging import featurize_tagging, label_list, split_words, word_predictions
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText
 
 __all__ = ["CONLL2003_LABELS", "TokenTask", "create_task"]
@@ -133,13 +133,14 @@ class TokenTask(Task):
         return sentences
 
     def read_input(self, path: str | Path) -> list[TaggedSentence]:
-        """JSON Lines records with ``tokens`` (a list of words) or ``text`` (split on
-        whitespace), optionally ``tags``."""
+        """JSON Lines records with ``tokens`` (a list of words) or ``text`` (split into words
+        by :func:`~bertkit.tasks.tagging.split_words`, as the API and the server do), optionally
+        ``tags``."""
         sentences = []
         for line, record in iter_jsonl(path):
             words = record.get("tokens", record.get("words"))
             if words is None and isinstance(record.get("text"), str):
-                words = record["text"].split()
+                words = split_words(record["text"])[0]
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
                 raise DataFormatError(path, "expected 'tokens' (list of strings) or 'text'", line)
             tags = record.get("tags") or []

@@ -38,12 +38,15 @@ __all__ = ["SquadPredictions", "apply_null_threshold", "postprocess_squad", "wri
 @dataclass
 class SquadPredictions:
     """``answers`` {qid: text} at the threshold used, ``best_non_null`` {qid: text},
-    ``null_odds`` {qid: float} (v2.0 only) and ``nbest`` {qid: [entry dicts]}."""
+    ``null_odds`` {qid: float} (v2.0 only), ``nbest`` {qid: [entry dicts]} and ``spans``
+    {qid: (start, end)}: the character span of ``best_non_null`` in the context (absent when
+    there is no non-null candidate)."""
 
     answers: dict[str, str] = field(default_factory=dict)
     best_non_null: dict[str, str] = field(default_factory=dict)
     null_odds: dict[str, float] = field(default_factory=dict)
     nbest: dict[str, list[dict]] = field(default_factory=dict)
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _softmax(scores: list[float]) -> list[float]:
@@ -73,8 +76,9 @@ def _window_candidates(feature: SquadWindow, start_logits, end_logits, n_best_si
 
 
 def _example_nbest(example: SquadExample, features, logits, n_best_size, max_answer_length,
-                   version_2) -> tuple[list[dict], float]:
-    """The n-best entries of one example and its null score (inf when not ``version_2``)."""
+                   version_2) -> tuple[list[dict], float, dict[str, tuple[int, int]]]:
+    """The n-best entries of one example, its null score (inf when not ``version_2``) and the
+    character span of each entry's text."""
     candidates, null_score, null_entry = [], math.inf, None
     for feature, (start_logits, end_logits) in zip(features, logits):
         cls_score = float(start_logits[0] + end_logits[0])
@@ -82,14 +86,16 @@ def _example_nbest(example: SquadExample, features, logits, n_best_size, max_ans
             null_score, null_entry = cls_score, (float(start_logits[0]), float(end_logits[0]))
         for start_logit, end_logit, s, e in _window_candidates(
                 feature, start_logits, end_logits, n_best_size, max_answer_length):
-            text = example.context[feature.offsets[s][0]:feature.offsets[e][1]]
-            candidates.append((start_logit + end_logit, start_logit, end_logit, text))
+            span = (feature.offsets[s][0], feature.offsets[e][1])
+            candidates.append((start_logit + end_logit, start_logit, end_logit,
+                               example.context[span[0]:span[1]], span))
     candidates.sort(key=lambda c: -c[0])
-    entries, seen = [], set()
-    for _, start_logit, end_logit, text in candidates:
+    entries, seen, spans = [], set(), {}
+    for _, start_logit, end_logit, text, span in candidates:
         if text in seen:
             continue
         seen.add(text)
+        spans[text] = span
         entries.append({"text": text, "start_logit": start_logit, "end_logit": end_logit})
         if len(entries) == n_best_size:
             break
@@ -102,7 +108,7 @@ def _example_nbest(example: SquadExample, features, logits, n_best_size, max_ans
     for entry, p in zip(entries, probs):
         entry["probability"] = p
     return [{"text": x["text"], "probability": x["probability"], "start_logit": x["start_logit"],
-             "end_logit": x["end_logit"]} for x in entries], null_score
+             "end_logit": x["end_logit"]} for x in entries], null_score, spans
 
 
 def postprocess_squad(
@@ -122,13 +128,15 @@ def postprocess_squad(
     out = SquadPredictions()
     for e, example in enumerate(examples):
         ks = by_example.get(e, [])
-        nbest, null_score = _example_nbest(
+        nbest, null_score, spans = _example_nbest(
             example, [windows[k] for k in ks],
             [(np.asarray(start_logits[k]), np.asarray(end_logits[k])) for k in ks],
             n_best_size, max_answer_length, version_2)
         best = next((x for x in nbest if x["text"]), None)
         out.nbest[example.qid] = nbest
         out.best_non_null[example.qid] = best["text"] if best else ""
+        if best and best["text"] in spans:  # not the "empty" placeholder
+            out.spans[example.qid] = spans[best["text"]]
         if version_2:
             best_score = best["start_logit"] + best["end_logit"] if best else -math.inf
             out.null_odds[example.qid] = null_score - best_score

@@ -19,11 +19,16 @@ input to the token-level classifier"):
 * a word that yields no WordPiece at all (e.g. a lone zero-width character) has no
   position; it is predicted ``O`` (the ``default_tag``);
 * :func:`word_predictions` maps per-token logits back to one tag per word, taking the
-  arg-max at each word's first sub-token.
+  arg-max at each word's first sub-token;
+* raw text becomes words by :func:`split_words` (runs of word characters, and each other
+  non-space character alone, with their character spans), and word tags become entities by
+  :func:`group_entities`: the one rule for ``bertkit predict``'s ``text`` records, the
+  Python API and the server.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,13 +39,16 @@ from bertkit.tasks.base import IGNORE_INDEX, FeatureSet
 from bertkit.tasks.windows import LongText, max_context_flags
 
 LONG_SENTENCE_MODES = ("split", "truncate", "window")
+WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 __all__ = [
     "IGNORE_INDEX",
     "LONG_SENTENCE_MODES",
     "TaggingMeta",
     "featurize_tagging",
+    "group_entities",
     "label_list",
+    "split_words",
     "word_predictions",
 ]
 
@@ -208,3 +216,31 @@ def word_predictions(
             if word >= 0:
                 out[feature.sentence][word] = id2label[int(predicted[position])]
     return out
+
+
+def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The words of raw text (runs of word characters; every other non-space character is a
+    word of its own, as BERT's basic tokenizer splits punctuation) and their character spans."""
+    matches = list(WORD.finditer(text))
+    return [m.group() for m in matches], [m.span() for m in matches]
+
+
+def group_entities(text: str, spans: Sequence[tuple[int, int]], tags: Sequence[str],
+                   scores: Sequence[float]) -> list[dict]:
+    """Entities of word-level BIO (or IOB1) tags: runs of ``B-X I-X ...`` of one type."""
+    entities: list[dict] = []
+    current: dict | None = None
+    for (start, end), tag, score in zip(spans, tags, scores):
+        prefix, _, kind = tag.partition("-") if "-" in tag else ("O", "", "")
+        if tag == "O" or not kind:
+            current = None
+            continue
+        if current is not None and prefix == "I" and current["entity_group"] == kind:
+            current["end"], current["_scores"] = end, current["_scores"] + [score]
+            continue
+        current = {"entity_group": kind, "start": start, "end": end, "_scores": [score]}
+        entities.append(current)
+    for e in entities:
+        e["score"] = float(np.mean(e.pop("_scores")))
+        e["word"] = text[e["start"]:e["end"]]
+    return [{k: e[k] for k in ("entity_group", "score", "word", "start", "end")} for e in entities]
