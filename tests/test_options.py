@@ -7,12 +7,13 @@ import dataclasses
 
 import pytest
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, OptionError
 from bertkit.options import (
     add_options,
     bounded,
     check_config,
     option,
+    option_of,
     options_from_args,
     range_error,
     range_text,
@@ -111,3 +112,63 @@ def test_tuple_fields_take_comma_lists_checked_per_value():
     with pytest.raises(BertkitError, match="rates must be in"):
         check_config(Grid(rates=(0.5, 1.5)), "grid.yaml")
     check_config(Grid())
+
+
+@dataclasses.dataclass
+class Job:
+    """A second job: takes Toy's ``size`` and ``rate`` declarations, adds its own."""
+
+    size: int = option_of(Toy, "size")
+    rate: float = option_of(Toy, "rate")
+    source: str = option("", "where from", required=True, metavar="DIR")
+    lowercase: bool = option(True, "lower-case", negative="--cased")
+    length: int = option(128, "tokens", ge=3)
+    notes: dict = dataclasses.field(default_factory=dict)  # no option(): not a flag
+
+
+def job_parser(**kwargs) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="job", exit_on_error=False)
+    add_options(p, Job, **kwargs)
+    return p
+
+
+def test_option_of_takes_the_whole_declaration_of_another_config():
+    fields = {f.name: f for f in dataclasses.fields(Job)}
+    toy = {f.name: f for f in dataclasses.fields(Toy)}
+    for name in ("size", "rate"):
+        assert fields[name].metadata == toy[name].metadata and fields[name].default == toy[name].default
+    args = job_parser().parse_args(["--source", "d", "--toy-size", "3"])  # Toy's flag name too
+    assert Job(**options_from_args(Job, args)) == Job(3, 0.5, "d", True, 128)
+    with pytest.raises(argparse.ArgumentError, match=r"must be >= 1 \(got 0\)"):
+        job_parser().parse_args(["--source", "d", "--toy-size", "0"])
+    with pytest.raises(TypeError, match="not declared with option"):
+        option_of(Job, "notes")
+
+
+def test_required_negative_and_resolved_flags(capsys):
+    p = job_parser(resolved={"length": "the model's, else 128"})
+    text = p.format_help()
+    assert "--notes" not in text  # a field without option() is no flag
+    assert "where from" in text and "(default: )" not in text
+    assert "tokens; >= 3 (default: the model's, else 128)" in text
+    assert "--cased" in text and "the opposite of --lowercase" in text
+    args = p.parse_args(["--source", "d"])
+    assert args.length is None and args.lowercase is True  # the command resolves the length
+    assert p.parse_args(["--source", "d", "--cased"]).lowercase is False
+    assert p.parse_args(["--source", "d", "--lowercase"]).lowercase is True
+    with pytest.raises(SystemExit):
+        argparse_exit = argparse.ArgumentParser(prog="job")
+        add_options(argparse_exit, Job)
+        argparse_exit.parse_args([])
+    assert "required: --source" in capsys.readouterr().err
+    with pytest.raises(argparse.ArgumentError, match="not allowed with"):
+        p.parse_args(["--source", "d", "--cased", "--lowercase"])
+
+
+def test_check_config_by_flag_names_the_flag_and_is_a_value_error():
+    with pytest.raises(OptionError, match=r"job: --toy-size must be >= 1 \(got 0\)"):
+        check_config(Job(size=0), "job", by_flag=True)
+    with pytest.raises(ValueError, match=r"job: length must be >= 3 \(got 2\)"):
+        check_config(Job(length=2), "job")
+    with pytest.raises(OptionError, match=r"--rate must be in \[0, 1\) \(got nan\)"):
+        check_config(Job(rate=float("nan")), "job", by_flag=True)

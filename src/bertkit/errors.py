@@ -21,3 +21,8 @@ class DataFormatError(BertkitError, ValueError):
 
 class CheckpointError(BertkitError, ValueError):
     """A checkpoint that cannot be read or does not fit the model."""
+
+
+class OptionError(BertkitError, ValueError):
+    """A setting outside its declared range or choices (:func:`bertkit.options.check_config`);
+    a ``ValueError`` too, as a bad argument to a settings dataclass is one."""

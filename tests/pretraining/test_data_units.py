@@ -207,7 +207,7 @@ def test_cli(tmp_path, tiny_vocab_file, capsys):
         main(["pretrain-data", "--input", str(path), "--vocab", str(tiny_vocab_file),
               "--output", str(out), "--masked-lm-prob", "2", "--quiet"])
     assert exit_info.value.code == 2
-    assert "argument --masked-lm-prob: must be in [0, 1] (got 2)" in capsys.readouterr().err
+    assert "argument --masked-lm-prob: must be in (0, 1) (got 2)" in capsys.readouterr().err
 
 
 def test_kjv_slice_smoke(tmp_path, shared):

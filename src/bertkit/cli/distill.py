@@ -1,8 +1,9 @@
 """``bertkit distill TASK --teacher DIR --student DIR|PRESET --data DIR --out DIR``.
 
-The fine-tuning flags come from :class:`~bertkit.tasks.finetune_config.FinetuneConfig`'s
-fields (:func:`bertkit.options.add_options`), so every setting of ``finetune`` exists here
-with the same name, default and range.
+The distillation flags come from :class:`~bertkit.tasks.finetune_config.DistillConfig`'s
+fields and the fine-tuning flags from :class:`~bertkit.tasks.finetune_config.FinetuneConfig`'s
+(:func:`bertkit.options.add_options`), so every setting of ``finetune`` exists here with the
+same name, default and range.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 from bertkit.cli.long_text import add_long_text_arguments
 from bertkit.cli.parsing import add_progress_flag
 from bertkit.options import add_options, bounded, options_from_args
-from bertkit.tasks.finetune_config import FinetuneConfig
+from bertkit.tasks.finetune_config import DistillConfig, FinetuneConfig
 
 _NOT_FLAGS = ("grid", "progress")
 
@@ -27,24 +28,9 @@ def register(subparsers) -> None:
                     "hidden-state and attention matching); grid, selection, logs and outputs as "
                     "in finetune.")
     p.add_argument("task", metavar="TASK", help="task (as for finetune: sst2, mrpc, stsb, ner, ...)")
-    p.add_argument("--teacher", required=True, metavar="DIR", help="a model fine-tuned for TASK")
-    p.add_argument("--student", metavar="DIR|PRESET",
-                   help="student model directory (same vocabulary) or preset (tiny, mini, small, ...)")
-    p.add_argument("--student-layers", type=int, metavar="N",
-                   help="student = N of the teacher's layers, evenly spaced (instead of --student)")
     p.add_argument("--data", required=True, metavar="DIR", help="the task's data folder")
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    p.add_argument("--temperature", type=bounded(float, gt=0), default=2.0,
-                   help="softmax temperature T (default 2.0)")
-    p.add_argument("--alpha", type=bounded(float, ge=0, le=1), default=0.5,
-                   help="weight of the teacher (soft) loss; 1 - alpha goes to the gold labels (0.5)")
-    p.add_argument("--hidden-weight", type=bounded(float, ge=0), default=0.0, metavar="W",
-                   help="TinyBERT-style hidden-state matching: weight of the MSE between each student "
-                        "layer (projected to the teacher's width) and its uniformly mapped teacher "
-                        "layer (default 0: off; on, the teacher runs again on every training batch)")
-    p.add_argument("--attention-weight", type=bounded(float, ge=0), default=0.0, metavar="W",
-                   help="weight of the MSE between matched layers' attention probabilities; needs the "
-                        "same heads per matched layer (default 0: off; on, the teacher runs per batch)")
+    add_options(p, DistillConfig)
     p.add_argument("--grid", nargs="*", default=None, metavar="KEY=V1,V2",
                    help="grid search as in finetune (bare --grid: the paper's grid)")
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
@@ -59,15 +45,12 @@ def register(subparsers) -> None:
 def run_distill(args: argparse.Namespace) -> int:
     from bertkit.cli.finetune import _plain_warnings
     from bertkit.tasks import canonical_name, get_task
-    from bertkit.tasks.distill import DistillConfig, distill
+    from bertkit.tasks.distill import distill
     from bertkit.tasks.finetune import format_table, parse_grid
     from bertkit.tasks.task_options import task_options_from
 
     options = task_options_from(args)  # the long-text flags and -o KEY=VALUE
-    cfg = DistillConfig(teacher=args.teacher, student=args.student,
-                        student_layers=args.student_layers, temperature=args.temperature,
-                        alpha=args.alpha, hidden_weight=args.hidden_weight,
-                        attention_weight=args.attention_weight)
+    cfg = DistillConfig(**options_from_args(DistillConfig, args))
     ft = FinetuneConfig(**{**options_from_args(FinetuneConfig, args),
                            "grid": parse_grid(args.grid) if args.grid is not None else None})
     if args.threads:

@@ -46,9 +46,9 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
     case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
                       help="lower-case input (uncased vocabulary)")
     case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
-    parser.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
-                        help="tokens per input incl. [CLS]/[SEP] (default 128, or the fine-tuned "
-                             "model's); longer inputs are truncated with a warning")
+    add_options(parser, FinetuneConfig, only=("max_seq_length",), resolved={"max_seq_length": (
+        "the fine-tuned model's, else the task's: 128, SQuAD 384" if inference
+        else "the task's: 128, SQuAD 384, at most the model's positions")})
     if inference:  # evaluate / predict also run INT8 (bertkit.inference.int8), training does not
         add_options(parser, FinetuneConfig, only=("device",))
         parser.add_argument("--precision", default="auto", choices=INFERENCE_PRECISIONS,

@@ -1,4 +1,8 @@
-"""``bertkit prune MODEL_DIR --data DIR --task TASK --heads FRACTION|COUNT --out DIR``."""
+"""``bertkit prune MODEL_DIR --data DIR --task TASK --heads FRACTION|COUNT --out DIR``.
+
+Every :class:`~bertkit.tasks.finetune_config.PruneConfig` field is a flag
+(:func:`bertkit.options.add_options`); ``--max-seq-length`` defaults to the fine-tuned model's.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import argparse
 import json
 
 from bertkit.cli.parsing import add_progress_flag
-from bertkit.errors import BertkitError
-from bertkit.options import bounded
+from bertkit.options import add_options, bounded, options_from_args
+from bertkit.tasks.finetune_config import PruneConfig
 
 
 def register(subparsers) -> None:
@@ -21,24 +25,9 @@ def register(subparsers) -> None:
     p.add_argument("model", metavar="MODEL_DIR", help="a model fine-tuned for TASK")
     p.add_argument("--task", required=True, help="task the model is fine-tuned for (e.g. sst2)")
     p.add_argument("--data", required=True, metavar="DIR", help="the task's data folder")
-    p.add_argument("--heads", required=True, metavar="FRACTION|COUNT",
-                   help="heads to remove: a fraction in (0, 1) such as 0.5, or a count such as 6")
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    p.add_argument("--importance-examples", type=bounded(int, ge=1), default=512, metavar="N",
-                   help="training examples that score the heads (default 512)")
-    p.add_argument("--curve", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", metavar="LIST",
-                   help="fractions pruned for the metric curve (default 0,0.1,...,0.9)")
-    p.add_argument("--finetune-epochs", type=bounded(int, ge=0), default=0, metavar="N",
-                   help="fine-tune the pruned model for N epochs afterwards (default 0: no)")
-    p.add_argument("--lr", type=float, default=2e-5, help="learning rate of that fine-tune (2e-5)")
-    p.add_argument("--max-train-examples", type=bounded(int, ge=1), default=None, metavar="N",
-                   help="fine-tune on a fixed random sample of N examples (default: all)")
-    p.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="batch size (default 32)")
-    p.add_argument("--max-seq-length", type=bounded(int, ge=3), default=None, metavar="N",
-                   help="tokens per input (default: the fine-tuned model's, else the task's: 128, SQuAD 384)")
-    p.add_argument("--seed", type=int, default=42, help="seed of the example sample (42)")
+    add_options(p, PruneConfig, resolved={"max_seq_length": "the fine-tuned model's, else the task's: 128, SQuAD 384"})
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     add_progress_flag(p)
     p.set_defaults(func=run_prune)
 
@@ -48,12 +37,8 @@ def run_prune(args: argparse.Namespace) -> int:
     from bertkit.cli.finetune import _max_len, _plain_warnings
     from bertkit.tasks import canonical_name, get_task
     from bertkit.tasks.base import finetune_entry
-    from bertkit.tasks.prune import PruneConfig, prune
+    from bertkit.tasks.prune import prune
 
-    try:
-        curve = [float(x) for x in args.curve.split(",") if x.strip()]
-    except ValueError:
-        raise BertkitError(f"--curve must be comma-separated fractions, got {args.curve!r}") from None
     if args.threads:
         import torch
 
@@ -63,11 +48,9 @@ def run_prune(args: argparse.Namespace) -> int:
         entry = finetune_entry(args.model)
         options = entry.get("options") if entry.get("task") == name else {}
         task = get_task(name, **(options or {}))
-        cfg = PruneConfig(heads=args.heads, importance_examples=args.importance_examples, curve=curve,
-                          max_seq_length=_max_len(args, entry, task),
-                          batch=args.batch_size, finetune_epochs=args.finetune_epochs, lr=args.lr,
-                          max_train_examples=args.max_train_examples,
-                          seed=args.seed, device=args.device, progress=args.progress)
+        cfg = PruneConfig(**{
+            **options_from_args(PruneConfig, args),  # every flag PruneConfig declares, --progress
+            "max_seq_length": _max_len(args, entry, task)})
         record = prune(task, args.model, args.data, args.out, cfg,
                        tokenizer=load_tokenizer(args.model))
     main = task.main_metric

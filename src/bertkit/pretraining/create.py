@@ -28,9 +28,10 @@ from tqdm import tqdm
 
 from bertkit.errors import BertkitError, DataFormatError
 from bertkit.fileio import atomic_write
+from bertkit.pretraining.data_config import CreationSettings
 from bertkit.pretraining.documents import Chunk, iter_chunks, iter_documents
 from bertkit.pretraining.instances import instances_from_document
-from bertkit.pretraining.masking import MaskingConfig, VocabInfo, mask_batch
+from bertkit.pretraining.masking import VocabInfo, mask_batch
 from bertkit.pretraining.shards import (
     FORMAT,
     FORMAT_VERSION,
@@ -46,40 +47,6 @@ from bertkit.runlog import bar_disabled
 
 MASK_BLOCK = 4096  # rows masked at once (part of the output's definition: keep it fixed)
 STAT_KEYS = ("documents", "sentences", "instances", "tokens", "is_next", "predictions", "candidates")
-
-
-@dataclass(frozen=True)
-class CreationSettings:
-    """Everything that decides the output (all of it is stored in ``meta.json``)."""
-
-    max_seq_length: int = 128
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 5
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
-    whole_word_mask: bool = False
-    dynamic_masking: bool = False
-    split_sentences: bool = False
-    lowercase: bool = True
-    google_tokenizer: bool = False  # Google tokenization.py's exact ids (BertTokenizer google_compat)
-    seed: int = 12345
-    chunk_sentences: int = 20_000
-    shuffle_documents: bool = True
-
-    def __post_init__(self):
-        if self.max_seq_length < 5:
-            raise ValueError("max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP])")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError("short_seq_prob must be in [0, 1]")
-        if self.dupe_factor < 1:
-            raise ValueError("dupe_factor must be at least 1")
-        if self.seed < 0:
-            raise ValueError("seed must be non-negative")
-        MaskingConfig(self.masked_lm_prob, self.max_predictions_per_seq, self.whole_word_mask)
-
-    @property
-    def masking(self) -> MaskingConfig:
-        return MaskingConfig(self.masked_lm_prob, self.max_predictions_per_seq, self.whole_word_mask)
 
 
 @dataclass

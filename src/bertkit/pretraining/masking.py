@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bertkit.pretraining.data_config import MaskingConfig  # the settings, declared as options
 from bertkit.tokenizer.vocab import SPECIAL_TOKENS
 
 
@@ -50,21 +51,6 @@ class VocabInfo:
         if random_pool.size == 0:
             raise ValueError("the vocabulary has no ordinary token to draw random replacements from")
         return cls(continuation, special, random_pool, list(tokens).index("[MASK]"))
-
-
-@dataclass(frozen=True)
-class MaskingConfig:
-    """The masked-LM settings (stored in meta.json)."""
-
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
-    whole_word_mask: bool = False
-
-    def __post_init__(self):
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ValueError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
-        if self.max_predictions_per_seq < 1:
-            raise ValueError("max_predictions_per_seq must be at least 1")
 
 
 def _budgets(special: np.ndarray, config: MaskingConfig) -> np.ndarray:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,46 +60,12 @@ import torch.nn.functional as F
 from bertkit.config import IGNORE_INDEX, PRESETS, BertConfig
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.finetune_config import DistillConfig  # declared with the other fine-tuning jobs
 
 __all__ = ["DistillConfig", "DistillTask", "distill", "layer_map", "layer_slice", "make_student"]
 
 FEATURE_INDEX = "feature_index"
 PROJECTION = "distill_projection"  # the student's submodule (not saved) mapping its width to the teacher's
-
-
-@dataclass
-class DistillConfig:
-    """The teacher, the student and the loss mix; fine-tuning settings are a
-    :class:`~bertkit.tasks.finetune.FinetuneConfig` passed beside it."""
-
-    teacher: str = ""
-    student: str | None = None
-    student_layers: int | None = None
-    temperature: float = 2.0
-    alpha: float = 0.5
-    hidden_weight: float = 0.0
-    attention_weight: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def intermediate(self) -> bool:
-        """Whether hidden-state or attention matching is on (then the teacher runs per batch)."""
-        return self.hidden_weight > 0 or self.attention_weight > 0
-
-    def check(self) -> None:
-        if not self.teacher:
-            raise BertkitError("--teacher is required (a model fine-tuned for the task)")
-        if (self.student is None) == (self.student_layers is None):
-            raise BertkitError("give exactly one of --student (a model directory or a preset: "
-                               f"{', '.join(PRESETS)}) and --student-layers N")
-        if not self.temperature > 0:
-            raise BertkitError(f"--temperature must be positive, got {self.temperature}")
-        if not 0 <= self.alpha <= 1:
-            raise BertkitError(f"--alpha must lie in [0, 1], got {self.alpha}")
-        for flag, value in (("--hidden-weight", self.hidden_weight),
-                            ("--attention-weight", self.attention_weight)):
-            if not value >= 0:  # NaN too
-                raise BertkitError(f"{flag} must be 0 (off) or positive, got {value}")
 
 
 def layer_map(student_layers: int, teacher_layers: int) -> list[int]:

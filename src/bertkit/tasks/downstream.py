@@ -42,7 +42,8 @@ from typing import Any
 
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.fileio import atomic_write
-from bertkit.options import check_config, option
+from bertkit.options import check_config, option, option_of
+from bertkit.tasks.finetune_config import FinetuneConfig
 
 __all__ = ["DEFAULT_TASKS", "DownstreamConfig", "downstream", "format_comparison", "format_results",
            "load_results", "plot_comparison", "plot_results"]
@@ -54,7 +55,9 @@ RESULTS_FILE, CHART_FILE = "results.json", "downstream.png"
 
 @dataclass
 class DownstreamConfig:
-    """Settings of ``bertkit downstream`` (``help`` metadata feeds the CLI)."""
+    """Settings of ``bertkit downstream`` (each field declares its flag); the fine-tuning
+    settings every run shares are :class:`~bertkit.tasks.finetune_config.FinetuneConfig`'s
+    declarations (``batch_size`` is its ``batch``, flag ``--batch-size``)."""
 
     out: str = option("downstream", "output folder: runs, results.json, chart")
     tasks: tuple[str, ...] = option(DEFAULT_TASKS, "GLUE tasks, comma-separated")
@@ -64,13 +67,12 @@ class DownstreamConfig:
         (3e-4, 1e-4, 5e-5), "learning rates of the grid (Google's small-BERT grid: 3e-4, 1e-4, "
         "5e-5, 3e-5)", gt=0)
     seeds: tuple[int, ...] = option((1, 2, 3), "seeds of the grid")
-    epochs: int = option(3, "epochs per run (best epoch kept, by dev)", ge=1)
-    batch_size: int = option(32, "training batch size", ge=1)
-    max_seq_length: int = option(128, "tokens per input", ge=1)
-    max_train_examples: int | None = option(
-        None, "train on a fixed random sample of N examples per task (default: all)", ge=1)
-    precision: str = option("auto", "autocast precision", choices=("auto", "fp32", "bf16", "fp16"))
-    device: str = option("auto", "device", choices=("auto", "cpu", "cuda"))
+    epochs: int = option_of(FinetuneConfig, "epochs")
+    batch_size: int = option_of(FinetuneConfig, "batch")
+    max_seq_length: int = option_of(FinetuneConfig, "max_seq_length")
+    max_train_examples: int | None = option_of(FinetuneConfig, "max_train_examples")
+    precision: str = option_of(FinetuneConfig, "precision")
+    device: str = option_of(FinetuneConfig, "device")
     random_init: bool = option(False, "fine-tune the same architecture from random weights "
                                       "(no pre-training)")
     keep_models: bool = option(False, "keep every run's fine-tuned weights (default: delete once "
@@ -78,12 +80,16 @@ class DownstreamConfig:
     progress: bool | None = option(None, "progress bars (default: on a terminal)")
 
     def validate(self) -> DownstreamConfig:
-        """The config, once every value is in its declared range and the grid is not empty."""
+        """The config, once every value is in its declared range, the grid is not empty and
+        the device exists."""
         if not self.tasks:
             raise BertkitError("no task given (--tasks sst2,mrpc,...)")
         if not self.lrs or not self.seeds:
             raise BertkitError("the grid needs at least one learning rate and one seed")
         check_config(self, "downstream")
+        from bertkit.training.distributed import pick_device
+
+        pick_device(self.device)  # an unknown device, or cuda without CUDA: before any run
         return self
 
 

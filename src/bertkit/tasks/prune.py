@@ -22,7 +22,7 @@ import copy
 import json
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -36,27 +36,11 @@ from bertkit.model.pruning import (
     parse_heads,
     prune_heads,
 )
+from bertkit.options import check_config
 from bertkit.tasks.base import Task
+from bertkit.tasks.finetune_config import PruneConfig  # declared with the other fine-tuning jobs
 
 __all__ = ["PruneConfig", "plot_curve", "prune", "require_trained_head"]
-
-
-@dataclass
-class PruneConfig:
-    """Settings of one pruning job (see the module docstring)."""
-
-    heads: str = "0.5"
-    importance_examples: int = 512
-    curve: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    max_seq_length: int = 128
-    batch: int = 32
-    eval_batch: int = 64
-    finetune_epochs: int = 0
-    lr: float = 2e-5
-    max_train_examples: int | None = None
-    seed: int = 42
-    device: str = "auto"
-    progress: bool | None = None
 
 
 def require_trained_head(task: Task, model_dir, option: str = "MODEL_DIR") -> None:
@@ -89,15 +73,13 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
     from bertkit.training.distributed import pick_device
 
     cfg = cfg or PruneConfig()
+    check_config(cfg, "prune", by_flag=True)  # before any work: the declared ranges
     out_dir = Path(out_dir)
     tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
     model = task.build_model(model_dir)
     require_trained_head(task, model_dir)
     total = count_heads(model)
     count = parse_heads(cfg.heads, total)
-    for fraction in cfg.curve:
-        if not 0 <= fraction < 1:
-            raise CheckpointError(f"--curve: fractions must lie in [0, 1), got {fraction}")
     device = pick_device(cfg.device)
     model.to(device)
     batches = [{k: v.to(device) for k, v in b.items()} for b in _importance_batches(task, data_dir, tokenizer, cfg)]
