@@ -24,6 +24,8 @@ ATTENTION_IMPLS = ("padded", "unpadded")
 # The label value every loss ignores (positions with nothing to predict), Hugging Face's
 # convention; MLM labels, token-task labels and the ltr targets all use it.
 IGNORE_INDEX = -100
+# the hidden_act names a config may hold (bertkit.model.encoder maps each to its function)
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 
 # name -> (layers, hidden, heads); intermediate size is 4 x hidden.
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -88,8 +90,6 @@ class BertConfig:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
-        from bertkit.model.encoder import ACTIVATIONS
-
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"unsupported hidden_act {self.hidden_act!r}; choose from "
                              f"{', '.join(ACTIVATIONS)}")

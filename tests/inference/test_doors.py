@@ -129,8 +129,8 @@ def test_ner_entities_alike_at_every_door(tmp_path):
         return [[(e["entity_group"], e["start"], e["end"], e["word"]) for e in x] for x in entities]
 
     assert spans(api) == spans(server)
-    assert [[e["score"] for e in x] for x in api] == \
-        pytest.approx([[e["score"] for e in x] for x in server], abs=1e-5)
+    assert [e["score"] for x in api for e in x] == \
+        pytest.approx([e["score"] for x in server for e in x], abs=1e-5)
     from_cli = [group_entities(t, split_words(t)[1], c["tags"], [0.0] * len(c["tags"]))
                 for t, c in zip(texts, cli)]
     assert spans(api) == spans(from_cli)

@@ -26,7 +26,7 @@ import torch
 from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.inference.heads import TaskInference
+from bertkit.inference.heads import TaskInference, pool_features
 from bertkit.inference.int8 import load_model, prepare
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.precision import INFERENCE, autocast, from_dtype, resolve
@@ -38,16 +38,6 @@ resolve_device = pick_device  # the former name here; one device resolution for 
 
 POOLINGS = ("cls", "mean", "none")
 COMBINES = ("concat", "sum")
-
-
-def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:
-    """(B, D) vectors of (B, T, D) features: the ``[CLS]`` row (``cls``) or the mean over each
-    sequence's tokens, specials included, padding excluded (``mean``). The one pooling of
-    ``embed``, ``/embed`` and long-text windows."""
-    if pool == "cls":
-        return features[:, 0]
-    weights = mask.unsqueeze(-1).to(features.dtype)
-    return (features * weights).sum(1) / weights.sum(1)
 
 
 class BertInference(TaskInference):

@@ -107,6 +107,16 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
+def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:
+    """(B, D) vectors of (B, T, D) features: the ``[CLS]`` row (``cls``) or the mean over each
+    sequence's tokens, specials included, padding excluded (``mean``). The one pooling of
+    ``embed``, ``/embed`` and long-text windows."""
+    if pool == "cls":
+        return features[:, 0]
+    weights = mask.unsqueeze(-1).to(features.dtype)
+    return (features * weights).sum(1) / weights.sum(1)
+
+
 class TaskInference:
     """Mixin of :class:`~bertkit.inference.BertInference`: raw-text task predictions.
 
@@ -481,8 +491,6 @@ class TaskInference:
                 return list(model._scores(ids, types, mask, False, False).logits.float()[:, 0].cpu().numpy())
             if kind == "embed":
                 _, layers, pool = key
-                from bertkit.inference.engine import pool_features
-
                 features = self.features(ids, types, mask, layers, "concat")
                 return list(pool_features(features, mask, pool).cpu().numpy())
             if kind == "mlm":

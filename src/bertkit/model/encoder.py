@@ -21,7 +21,7 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-ACTIVATIONS = {
+FUNCTIONS = {  # one per name of bertkit.config.ACTIVATIONS (a test checks both lists agree)
     "gelu": F.gelu,  # the exact erf form used by the original BERT code
     "gelu_new": _gelu_tanh,
     "gelu_pytorch_tanh": _gelu_tanh,
@@ -32,9 +32,9 @@ ACTIVATIONS = {
 
 
 def activation(name: str):
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unsupported hidden_act {name!r}; choose from {', '.join(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
+    if name not in FUNCTIONS:
+        raise ValueError(f"unsupported hidden_act {name!r}; choose from {', '.join(FUNCTIONS)}")
+    return FUNCTIONS[name]
 
 
 class ResidualOutput(nn.Module):
