@@ -76,6 +76,9 @@ def register(subparsers) -> None:
 
 def _load(args):
     from bertkit.inference import load
+    from bertkit.tasks.run_dir import check_model
+
+    check_model(args.model)
 
     return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device, dtype=args.dtype,
                 precision=args.precision)

@@ -392,7 +392,7 @@ def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenize
     """Distil ``cfg.teacher`` into the student on ``task`` (see the module docstring);
     returns :func:`~bertkit.tasks.finetune.finetune`'s ``(runs, best)``."""
     from bertkit.tasks.finetune import FinetuneConfig, finetune
-    from bertkit.tasks.prune import require_trained_head
+    from bertkit.tasks.run_dir import check_model
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.distributed import pick_device
 
@@ -401,7 +401,7 @@ def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenize
     out_dir = Path(out_dir)
     tokenizer = tokenizer or BertTokenizer.from_pretrained(cfg.teacher)
     teacher = task.build_model(cfg.teacher)
-    require_trained_head(task, cfg.teacher, option="--teacher")
+    check_model(cfg.teacher, task, option="--teacher", require_head=True)
     task.load_notes = []
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".student-", dir=out_dir.parent))

@@ -529,7 +529,8 @@ def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw:
     from bertkit.checkpoint import save_pretrained
 
     record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
-              "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
+              "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir),
+              "trained_head": True}  # read by run_dir.trained_head
     extra = task.config_entries(metrics)
     extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
     staging = run_dir.staging()
