@@ -354,3 +354,16 @@ def test_distill_cli_with_a_huge_learning_rate_exits_non_zero(teacher, toy_dir, 
     assert "lr_scheduler" not in err and "Traceback" not in err
     assert not (out / "results.json").exists()
     assert not (out / "config.json").exists() or (out / ".unfinished.json").exists()
+
+
+def test_a_killed_runs_student_copy_is_replaced_and_removed(teacher, toy_dir, tmp_path):
+    from bertkit.tasks.distill import STUDENT_SCRATCH
+
+    out = tmp_path / "resumed"
+    leftover = out / STUDENT_SCRATCH  # what a kill -9 during training leaves, inside --out
+    leftover.mkdir(parents=True)
+    (leftover / "model.safetensors").write_bytes(b"\0" * 1000)
+    cfg = DistillConfig(teacher=str(teacher), student_layers=1)
+    distill(get_task("sst2"), toy_dir, out, cfg, FinetuneConfig(**{**FAST, "epochs": 1}))
+    assert not leftover.exists() and (out / "results.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing beside --out

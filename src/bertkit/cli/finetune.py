@@ -249,11 +249,12 @@ def run_evaluate(args) -> int:
 
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
-    from bertkit.fileio import atomic_write, check_writable
+    from bertkit.fileio import atomic_write, check_not_input, check_writable
     from bertkit.tasks.finetune import featurize, run_model
     from bertkit.tasks.formats.base import iter_jsonl
 
     check_writable(args.output, "--output")
+    check_not_input(args.output, args.input)
 
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)

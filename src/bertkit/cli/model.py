@@ -150,7 +150,7 @@ def read_inputs(path: str, text_column: str | None, pair_column: str | None):
 def run_embed(args) -> int:
     import numpy as np
 
-    from bertkit.fileio import atomic_path, atomic_write, check_writable
+    from bertkit.fileio import atomic_path, atomic_write, check_not_input, check_writable
 
     try:
         layers = [int(x) for x in args.layers.split(",") if x.strip()]
@@ -162,6 +162,7 @@ def run_embed(args) -> int:
     if output.suffix == ".npy" and args.pool == "none":
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
     check_writable(output, "--output")
+    check_not_input(output, args.input)
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     from bertkit.tasks.windows import LongText

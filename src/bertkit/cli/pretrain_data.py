@@ -85,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise BertkitError(str(e)) from None
-    from bertkit.fileio import check_writable
+    from bertkit.fileio import check_not_input, check_writable
 
     check_writable(args.output, "--output directory", directory=True)
+    check_not_input(args.output, [*args.input, args.vocab], "--output", "--input/--vocab")
     start = time.perf_counter()
     meta = create_pretraining_data(
         args.input, args.vocab, args.output, settings,

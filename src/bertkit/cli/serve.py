@@ -88,11 +88,19 @@ def run_quantize(args) -> int:
 
 
 def run_export(args) -> int:
+    import logging
+
+    from bertkit.fileio import check_writable
     from bertkit.inference.export import export_onnx
     from bertkit.tasks.run_dir import check_model
 
+    check_writable(args.out, "--out ONNX file")  # before the export runs
     check_model(args.model)
-    path = export_onnx(args.model, args.out, int8=args.int8, opset=args.opset)
+    logging.disable(logging.WARNING)  # onnxruntime's quantiser advice goes to the root logger
+    try:
+        path = export_onnx(args.model, args.out, int8=args.int8, opset=args.opset)
+    finally:
+        logging.disable(logging.NOTSET)
     print(f"wrote {'INT8 ' if args.int8 else ''}ONNX graph to {path}", file=sys.stderr)
     return 0
 
