@@ -384,7 +384,7 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
                 f"saved and --out keeps its unfinished marker (no finished model). Lower the "
                 f"learning rate (--lr {hyper.lr:g}) or check the data and the loss settings, then "
                 "start a new run") from None
-        logger.log(event="eval", **run, epoch=epoch, **metrics)
+        logger.log(event="eval", **run, epoch=epoch, step=step, **metrics)
         yield model, epoch, metrics, raw
         if on_epoch_end is not None:  # after the caller kept (or not) this epoch's model
             from bertkit.training.state import capture_training_state
