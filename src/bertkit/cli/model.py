@@ -85,9 +85,12 @@ def _load(args):
 
 
 def _text_lines(path: str) -> list[str]:
+    """The lines of ``path`` that hold text (blank ones, also those left with nothing once the
+    tokenizer drops control and zero-width characters, are skipped)."""
     from bertkit.fileio import read_lines
+    from bertkit.tokenizer.basic import is_blank
 
-    return [line for _, line in read_lines(path) if line.strip()]
+    return [line for _, line in read_lines(path) if not is_blank(line)]
 
 
 def run_fill_mask(args) -> int:

@@ -114,7 +114,8 @@ def run_attention(args) -> int:
     check_model(args.model)
     bert = load(args.model, precision=args.precision)
     try:
-        tokens, matrix = bert.attention(args.text, args.layer, args.head, pair=args.pair)
+        tokens, matrix = bert.attention(args.text, args.layer, args.head, pair=args.pair,
+                                        on_overflow="truncate")  # cut with a warning, as predict
     except InputError as e:
         raise BertkitError(str(e)) from None
     layer = args.layer % bert.model.config.num_hidden_layers
