@@ -17,6 +17,7 @@ import os
 import sys
 import warnings
 
+from bertkit.cli.long_text import check_window_flags
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
@@ -136,6 +137,7 @@ def _setup(args, for_training: bool):
     trained_on, saved = saved_task_options(args.model)
     task = get_task(name, **task_options_from(args, saved if trained_on == name and not for_training
                                               else None))
+    check_window_flags(args, task.options)
     tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
     return task, tokenizer, entry
 

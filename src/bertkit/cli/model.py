@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bertkit.cli.long_text import add_long_text_arguments, long_text_options
+from bertkit.cli.long_text import add_long_text_arguments, check_window_flags, long_text_options
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
@@ -166,6 +166,7 @@ def run_embed(args) -> int:
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
     check_writable(output, "--output")
     check_not_input(output, args.input)
+    check_window_flags(args, long_text_options(args))
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     from bertkit.tasks.windows import LongText
