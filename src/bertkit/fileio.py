@@ -30,7 +30,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         os.fchmod(fd, default_file_mode())
         try:
@@ -46,7 +46,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             # name the file (numpy's "N requested and M written" has no errno: a full disk)
             raise OSError(e.errno or errno.ENOSPC, e.strerror or "No space left on device",
                           str(path)) from None
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -67,21 +67,45 @@ class _AtomicPath:
 
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        fd, tmp = _temp_beside(self.path)
         os.fchmod(fd, default_file_mode())
         os.close(fd)
         self.tmp = Path(tmp)
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            with open(self.tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(self.tmp, self.path)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
+        renamed = False
+        try:
+            if exc_type is None:
+                with open(self.tmp, "rb") as f:
+                    os.fsync(f.fileno())
+                _replace(self.tmp, self.path)
+                renamed = True
+        finally:
+            if not renamed:  # the block or the rename failed: the temporary file goes
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.tmp)
         return False
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """``mkstemp`` beside ``path``; an OSError names ``path`` (what the user gave), never the
+    temporary name (e.g. ``/proc/x.onnx``: nothing can be created there)."""
+    try:
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
+
+
+def _replace(tmp: str | Path, path: Path) -> None:
+    """``os.replace(tmp, path)``; an OSError names ``path`` (an existing directory there gives
+    \"is a directory, a file was expected\")."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
 
 
 def check_writable(path: str | Path, what: str = "output", directory: bool = False) -> Path:
@@ -102,6 +126,21 @@ def check_writable(path: str | Path, what: str = "output", directory: bool = Fal
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise BertkitError(f"{path}: cannot write the {what}: {ancestor} is not writable")
     return path
+
+
+def check_not_input(output: str | Path, inputs, option: str = "--output",
+                    input_option: str = "--input") -> None:
+    """The rule of every command: an output file never names (or, through a link, is) one of
+    its input files (``tokenizer train --output CORPUS`` would replace the corpus by the
+    vocabulary). A BertkitError names both options. Model directories updated in place
+    (``convert``, ``quantize``, ``prune`` onto their source) are a different thing, allowed."""
+    out = Path(output).resolve()
+    for item in [inputs] if isinstance(inputs, (str, Path)) else inputs:
+        source = Path(item).resolve()
+        same = out == source or (out.exists() and source.exists() and os.path.samefile(out, source))
+        if same:
+            raise BertkitError(f"{option} {output} would overwrite the {input_option} {item}: "
+                               f"choose another {option}")
 
 
 def remove_temp_files(directory: str | Path) -> list[Path]:

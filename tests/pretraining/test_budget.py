@@ -63,8 +63,34 @@ def test_plan_steps():
 
 @pytest.mark.parametrize("budget_s, spent, step", [(1, 0, 2.0), (100, 98, 0.5), (10, 12, 1.0)])
 def test_plan_steps_shorter_than_one_step(budget_s, spent, step):
-    with pytest.raises(BertkitError, match="shorter than one training step"):
+    with pytest.raises(BertkitError, match="leaves no time for one training step") as caught:
         plan_steps(budget_s, spent, step)
+    least = int(str(caught.value).rsplit("at least ", 1)[1].split()[0])
+    assert plan_steps(least, spent, step) >= 1  # the least budget the message gives is enough
+    assert least - 1 < (spent + step) / 0.98
+
+
+def test_a_budget_used_up_by_the_probe_says_so_not_a_step_longer_than_it():
+    # issue 25 #132: 0.36 s budget, 1.8 s spent measuring, 0.13 s a step
+    with pytest.raises(BertkitError, match=r"measuring the step time took 1.8 s.*at least 2 s"):
+        plan_steps(0.36, 1.8, 0.13)
+
+
+@pytest.mark.parametrize("text", ["99999999h", "400d", "9000h"])
+def test_absurd_budgets_are_refused_with_the_limit(text):
+    with pytest.raises(BertkitError, match=r"budget|duration") as caught:
+        parse_budget(text)
+    if text != "400d":
+        assert "years; at most 8784h (one year)" in str(caught.value)
+
+
+def test_a_negative_budget_on_the_command_line_is_read_as_one(tmp_path, capsys):
+    from bertkit.cli.main import main
+
+    code = main(["pretrain", "--data", str(tmp_path), "--vocab", str(tmp_path / "v.txt"),
+                 "--out", str(tmp_path / "o"), "--budget", "-5m"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--budget '-5m': a budget cannot be negative" in err, err
 
 
 def test_budget_clock_counts_time_spent_before():
@@ -210,7 +236,7 @@ def test_resume_after_the_replan_keeps_it(files, tmp_path, clock, monkeypatch, c
 
 def test_budget_too_short_for_one_step_fails_before_training(files, tmp_path):
     out = tmp_path / "short"
-    with pytest.raises(BertkitError, match="shorter than one training step"):
+    with pytest.raises(BertkitError, match="leaves no time for one training step"):
         pretrain(settings(files, out, budget="0.001s"))  # the real probe: a step takes longer
     assert not (out / "checkpoints").exists() or not any((out / "checkpoints").iterdir())
     assert not (out / "model").exists()

@@ -258,3 +258,75 @@ def test_a_killed_worker_stops_the_run_with_a_clear_error(corpus, monkeypatch):
     with pytest.raises(BertkitError, match="worker process died"):
         build(corpus["root"], "killed", dupe_factor=2, seed=7, workers=2, shard_size=300)
     assert not (corpus["root"] / "killed" / "meta.json").exists()
+
+
+def _children(pid: int) -> set[int]:
+    """The child processes of ``pid`` (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not count)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+SLOW_WORKERS = """
+import sys, time
+from pathlib import Path
+from bertkit.pretraining import create
+from bertkit.pretraining.data import CreationSettings, create_pretraining_data
+
+def slow_chunk(chunk, job):
+    time.sleep(600)  # a worker busy for ever: only its parent's death can end it
+
+create.process_chunk = slow_chunk
+root = Path(sys.argv[1])
+create_pretraining_data([root / "corpus.txt"], root / "vocab.txt", root / "out",
+                        CreationSettings(max_seq_length=48, max_predictions_per_seq=8,
+                                         chunk_sentences=50), workers=2, progress=False)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_no_worker_outlives_its_parent_killed_with_sigkill(corpus):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    parent = subprocess.Popen([sys.executable, "-c", SLOW_WORKERS, str(corpus["root"])], env=env)
+    workers: set[int] = set()
+    try:
+        for _ in range(1200):  # wait (up to minutes on a loaded machine) for both workers
+            workers = _children(parent.pid)
+            if len(workers) >= 2 or parent.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(workers) >= 2, "the workers did not start"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        for _ in range(600):
+            if not any(_alive(pid) for pid in workers):
+                break
+            time.sleep(0.1)
+        left = [pid for pid in workers if _alive(pid)]
+        assert not left, f"worker(s) {left} outlived their parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in workers:  # this test's own workers, should one have outlived the parent
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -334,3 +334,36 @@ def test_compute_without_build_model_needs_no_projection_only_for_equal_widths(t
     narrow = task.build_model(student_dir(tmp_path / "n", hidden=16))
     with pytest.raises(BertkitError, match="no width projection"):
         wrapped.compute(narrow, batch)
+
+
+def test_a_diverging_distillation_stops_with_an_error_naming_the_step(teacher, toy_dir, tmp_path):
+    out = tmp_path / "inf"
+    cfg = DistillConfig(teacher=str(teacher), student_layers=1, temperature=float("inf"))
+    with pytest.raises(BertkitError, match=r"diverged at step \d+"):
+        distill(get_task("sst2"), toy_dir, out, cfg, FinetuneConfig(**{**FAST, "epochs": 1}))
+    assert not (out / "config.json").exists() and not (out / "results.json").exists()
+
+
+def test_distill_cli_with_a_huge_learning_rate_exits_non_zero(teacher, toy_dir, tmp_path, capsys):
+    out = tmp_path / "huge"
+    code = main(["distill", "sst2", "--teacher", str(teacher), "--student-layers", "1", "--data",
+                 str(toy_dir), "--out", str(out), "--epochs", "2", "--lr", "1e6",
+                 "--max-seq-length", "32", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and "bertkit: error: training diverged at step" in err
+    assert "lr_scheduler" not in err and "Traceback" not in err
+    assert not (out / "results.json").exists()
+    assert not (out / "config.json").exists() or (out / ".unfinished.json").exists()
+
+
+def test_a_killed_runs_student_copy_is_replaced_and_removed(teacher, toy_dir, tmp_path):
+    from bertkit.tasks.distill import STUDENT_SCRATCH
+
+    out = tmp_path / "resumed"
+    leftover = out / STUDENT_SCRATCH  # what a kill -9 during training leaves, inside --out
+    leftover.mkdir(parents=True)
+    (leftover / "model.safetensors").write_bytes(b"\0" * 1000)
+    cfg = DistillConfig(teacher=str(teacher), student_layers=1)
+    distill(get_task("sst2"), toy_dir, out, cfg, FinetuneConfig(**{**FAST, "epochs": 1}))
+    assert not leftover.exists() and (out / "results.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing beside --out

@@ -217,3 +217,33 @@ def test_a_nan_score_is_reported_not_a_crash():
     assert all_nan["std"] != all_nan["std"]
     mixed = _summary("stsb", {1e-3: {1: run(nan), 2: run(0.2)}, 3e-4: {1: run(0.1), 2: run(0.3)}})
     assert mixed["lr"] == 3e-4 and abs(mixed["mean"] - 0.2) < 1e-12
+
+
+def test_compare_downstream_names_the_tasks_it_leaves_out():
+    """Issue 25 #146: a task missing from one folder is named, and the averages are stated to
+    be over the common tasks (dsref's own results.json average differs)."""
+    from bertkit.tasks.downstream import format_comparison
+
+    def results(**means):
+        return {"tasks": {t: {"metric": "accuracy", "mean": m, "std": 0.0} for t, m in means.items()}}
+
+    rows = {"dsref": results(sst2=0.569, rte=0.523), "dsx3": results(sst2=0.55)}
+    text = format_comparison(rows)
+    assert "rte" not in text.splitlines()[0]
+    assert text.splitlines()[-1] == ("note: left out: rte (missing from dsx3); every average is over "
+                                     "the 1 task(s) all rows have (sst2), so it can differ from a "
+                                     "folder's own results.json")
+    with pytest.raises(BertkitError, match=r"no task in common \(sst2 \(missing from b\); rte"):
+        format_comparison({"a": results(sst2=0.5), "b": results(rte=0.5)})
+
+
+def test_compare_downstream_the_same_folder_twice_says_so(finished, tmp_path, capsys):
+    out, _, _ = finished
+    assert main(["compare-downstream", str(out), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "given more than once" in err and "--names" not in err
+    twin = tmp_path / "a" / out.name  # another folder of the same name: told apart by path
+    twin.mkdir(parents=True)
+    (twin / "results.json").write_text((out / "results.json").read_text())
+    assert main(["compare-downstream", str(out), str(twin)]) == 0
+    assert str(twin) in capsys.readouterr().out

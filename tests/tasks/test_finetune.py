@@ -151,3 +151,48 @@ def test_a_vocabulary_of_another_size_is_refused_before_training(model_dir, toy_
     tok = BertTokenizer.from_file(tmp_path / "vocab.txt")
     with pytest.raises(CheckpointError, match="vocabulary has 6 tokens but the model's vocab_size is 26"):
         finetune(get_task("sst2"), model_dir, toy_dir, tmp_path / "out", FinetuneConfig(**FAST), tokenizer=tok)
+
+
+def _looks_finished(out) -> bool:
+    """A directory a loader would take for a finished fine-tuned model."""
+    return (out / "config.json").is_file() and not (out / ".unfinished.json").exists()
+
+
+def test_a_huge_learning_rate_stops_with_an_error_naming_the_step(model_dir, toy_dir, tmp_path):
+    out = tmp_path / "huge"
+    cfg = FinetuneConfig(**{**FAST, "lr": 1e6, "epochs": 2})
+    with pytest.raises(BertkitError, match=r"diverged at step \d+.*--lr 1e\+06") as caught:
+        finetune(get_task("sst2"), model_dir, toy_dir, out, cfg)
+    assert "neither evaluated nor saved" in str(caught.value)
+    assert not _looks_finished(out) and not (out / "results.json").exists()
+    records = read_log(out / "log.jsonl")
+    assert [r["event"] for r in records][-1] == "diverged"
+    assert not any(r["event"] == "eval" for r in records)  # the NaN model was never scored
+
+
+def test_finetune_cli_with_a_huge_learning_rate_exits_non_zero(model_dir, toy_dir, tmp_path, capsys):
+    from bertkit.cli.main import main
+
+    out = tmp_path / "cli"
+    code = main(["finetune", "sst2", "--model", str(model_dir), "--data", str(toy_dir), "--out",
+                 str(out), "--lr", "1e6", "--epochs", "1", "--batch-size", "16", "--max-seq-length", "32",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and re.search(r"bertkit: error: training diverged at step \d+", err)
+    assert "Traceback" not in err and not _looks_finished(out)
+
+
+def test_nan_outputs_are_refused_not_scored(trained, toy_dir):
+    import torch
+
+    from bertkit.checkpoint import load_tokenizer
+    from bertkit.tasks.finetune import featurize
+
+    out, _, _ = trained
+    task = get_task("sst2")
+    model = task.build_model(out)
+    with torch.no_grad():
+        model.classifier.weight.fill_(float("nan"))
+    feats = featurize(task, task.read(toy_dir, "dev"), load_tokenizer(out), 32, False, "dev")
+    with pytest.raises(BertkitError, match=r"NaN or infinite outputs for 48 of 48"):
+        run_model(task, model, feats, 16)

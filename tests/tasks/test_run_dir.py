@@ -114,3 +114,106 @@ def test_hyper_parameters_are_checked_before_any_work(model_dir, tmp_path, chang
         finetune(get_task("sst2"), model_dir, tmp_path / "no-data", tmp_path / "out",
                  FinetuneConfig(**{**FAST, **change}))
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ one check of a given model
+@pytest.fixture(scope="module")
+def unfinished(model_dir, toy_dir, tmp_path_factory):
+    """A run killed after its first epoch of three (the model of epoch 1, marked unfinished)."""
+    out = tmp_path_factory.mktemp("unf") / "out"
+    original = RunDir.save_state
+
+    def save_then_die(self, state):
+        original(self, state)
+        raise Killed
+
+    RunDir.save_state = save_then_die
+    try:
+        with pytest.raises(Killed):
+            finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**{**FAST, "epochs": 3}))
+    finally:
+        RunDir.save_state = original
+    assert unfinished_note(out)
+    return out
+
+
+def _run(args, capsys):
+    """Exit status and what the command said on stderr or as a warning (pytest records these)."""
+    import warnings
+
+    from bertkit.cli.main import main
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main([str(a) for a in args])
+    return code, capsys.readouterr().err + "\n".join(str(w.message) for w in caught)
+
+
+def test_every_command_that_takes_a_model_warns_about_an_unfinished_run(unfinished, toy_dir,
+                                                                        tmp_path, capsys, monkeypatch):
+    (tmp_path / "p.jsonl").write_text('{"sentence": "a good day"}\n')
+    common = ["--max-seq-length", 32, "--no-progress"]
+    commands = {
+        "predict": ["predict", "sst2", "--model", unfinished, "--input", tmp_path / "p.jsonl",
+                    "--output", tmp_path / "o.jsonl", *common],
+        "evaluate": ["evaluate", "sst2", "--model", unfinished, "--data", toy_dir, *common],
+        "prune": ["prune", unfinished, "--task", "sst2", "--data", toy_dir, "--heads", "1",
+                  "--curve", "0", "--importance-examples", 16, "--out", tmp_path / "pr", *common],
+        "distill": ["distill", "sst2", "--teacher", unfinished, "--student-layers", 1, "--data",
+                    toy_dir, "--out", tmp_path / "ds", "--epochs", 1, *common],
+        "quantize": ["quantize", unfinished, "--out", tmp_path / "q8"],
+        "attention": ["attention", unfinished, "a good day", "--out", tmp_path / "a.png"],
+        "embed": ["embed", unfinished, "--input", tmp_path / "p.jsonl", "--output", tmp_path / "e.npy"],
+    }
+    import importlib.util
+
+    if importlib.util.find_spec("onnx"):  # export-onnx needs onnx
+        commands["export-onnx"] = ["export-onnx", unfinished, "--out", tmp_path / "m.onnx"]
+    import bertkit.serve.app
+
+    monkeypatch.setattr(bertkit.serve.app, "run", lambda config: None)  # start-up only, no server
+    commands["serve"] = ["serve", unfinished]
+    for name, args in commands.items():
+        code, err = _run(args, capsys)
+        assert code == 0, (name, err)
+        assert "is from an unfinished fine-tuning run (" in err, (name, err)
+    code, err = _run(["predict", "sst2", "--model", tmp_path / "q8", "--input", tmp_path / "p.jsonl",
+                      "--output", tmp_path / "o8.jsonl", "--no-progress"], capsys)
+    assert code == 0 and "unfinished fine-tuning run" in err  # the INT8 copy keeps the marker
+
+
+def test_trained_head_is_a_saved_flag_with_a_fallback_for_older_directories(unfinished, model_dir,
+                                                                            tmp_path):
+    import shutil
+
+    from bertkit.tasks.run_dir import trained_head
+
+    task = get_task("sst2")
+    entry = json.loads((unfinished / "config.json").read_text())["bertkit_finetune"]
+    assert entry["trained_head"] is True and trained_head(unfinished, task) is True
+    assert trained_head(model_dir, task) is False  # a pre-trained (MLM) directory
+    old = tmp_path / "old"  # saved before the flag: the checkpoint's head tensors decide
+    shutil.copytree(unfinished, old)
+    config = json.loads((old / "config.json").read_text())
+    del config["bertkit_finetune"]["trained_head"]
+    (old / "config.json").write_text(json.dumps(config))
+    assert trained_head(old, task) is True
+    flagged_off = tmp_path / "off"  # the flag wins over the tensors
+    shutil.copytree(old, flagged_off)
+    config["bertkit_finetune"]["trained_head"] = False
+    (flagged_off / "config.json").write_text(json.dumps(config))
+    assert trained_head(flagged_off, task) is False
+
+
+def test_a_teacher_of_another_task_is_warned_about_as_evaluate_does(unfinished, toy_dir, tmp_path,
+                                                                    capsys):
+    from bertkit.tasks.run_dir import check_model
+
+    config = json.loads((unfinished / "config.json").read_text())
+    with pytest.warns(UserWarning, match="fine-tuned on sst2, not cola"):
+        check_model(unfinished, get_task("cola"), option="--teacher")
+    assert config["bertkit_finetune"]["task"] == "sst2"
+    code, err = _run(["distill", "cola", "--teacher", unfinished, "--student-layers", 1, "--data",
+                      toy_dir, "--out", tmp_path / "dc", "--epochs", 1, "--max-seq-length", 32,
+                      "--no-progress"], capsys)  # the toy data is not CoLA's: only the warning counts
+    assert "--teacher" in err and "was fine-tuned on sst2, not cola" in err, err

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.cli.long_text import add_long_text_arguments
+from bertkit.cli.long_text import add_long_text_arguments, check_window_flags
 from bertkit.cli.parsing import add_progress_flag
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.tasks.finetune_config import DistillConfig, FinetuneConfig
@@ -50,6 +50,7 @@ def run_distill(args: argparse.Namespace) -> int:
     from bertkit.tasks.task_options import task_options_from
 
     options = task_options_from(args)  # the long-text flags and -o KEY=VALUE
+    check_window_flags(args, options)
     cfg = DistillConfig(**options_from_args(DistillConfig, args))
     ft = FinetuneConfig(**{**options_from_args(FinetuneConfig, args),
                            "grid": parse_grid(args.grid) if args.grid is not None else None})

@@ -65,7 +65,13 @@ def run_compare(args: argparse.Namespace) -> int:
     from bertkit.errors import BertkitError
     from bertkit.tasks.downstream import format_comparison, load_results, plot_comparison
 
+    folders = [Path(r).resolve() for r in args.runs]
+    twice = sorted({r for r, f in zip(args.runs, folders) if folders.count(f) > 1})
+    if twice:
+        raise BertkitError(f"{', '.join(twice)}: given more than once; compare different OUT folders")
     names = list(args.names or [Path(r).name for r in args.runs])
+    if args.names is None and len(set(names)) != len(names):
+        names = [str(r) for r in args.runs]  # folders of the same name: the paths tell them apart
     if len(names) != len(args.runs) or len(set(names)) != len(names):
         raise BertkitError(f"--names: {len(args.runs)} distinct names needed, one per OUT "
                            f"folder; got {','.join(names)}")

@@ -16,6 +16,7 @@ import os
 import sys
 import warnings
 
+from bertkit.cli.long_text import check_window_flags
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
@@ -136,6 +137,7 @@ def _setup(args, for_training: bool):
     trained_on, saved = saved_task_options(args.model)
     task = get_task(name, **task_options_from(args, saved if trained_on == name and not for_training
                                               else None))
+    check_window_flags(args, task.options)
     tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
     return task, tokenizer, entry
 
@@ -184,11 +186,7 @@ def _load_model(task, args):
 
     if is_int8_dir(args.model):  # written by `bertkit quantize`: no float weights to build from
         return load_model(args.model, precision="int8")
-    model = task.build_model(args.model)
-    fresh = [n for n in getattr(task, "load_notes", []) if "freshly initialised" in n]
-    if fresh:
-        warnings.warn(f"{args.model} is not fine-tuned for {task.name}: {fresh[0]}", stacklevel=2)
-    return model
+    return task.build_model(args.model)
 
 
 def _device(args):
@@ -203,18 +201,11 @@ def _setup_trained(args):
     """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
     from bertkit import cpu
     from bertkit.checkpoint import check_vocabulary
-    from bertkit.tasks.run_dir import unfinished_note
+    from bertkit.tasks.run_dir import check_model
     from bertkit.training.distributed import pick_device
 
     task, tokenizer, entry = _setup(args, for_training=False)
-    note = unfinished_note(args.model)
-    if note:
-        print(f"bertkit: warning: {note}", file=sys.stderr)
-    trained_on = entry.get("task")
-    if trained_on and trained_on != task.name:
-        print(f"bertkit: warning: {args.model} was fine-tuned on {trained_on}, not {task.name}; "
-              "its labels fit, so it is scored anyway, but the figures measure a model of "
-              "another task", file=sys.stderr)
+    check_model(args.model, task)  # unfinished, no trained head, another task: warnings
     with cpu.loading_for_inference(pick_device(args.device).type == "cpu"):  # as inference.load
         model = _load_model(task, args)
         check_vocabulary(tokenizer, model.config.vocab_size, args.model)
@@ -260,11 +251,12 @@ def run_evaluate(args) -> int:
 
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
-    from bertkit.fileio import atomic_write, check_writable
+    from bertkit.fileio import atomic_write, check_not_input, check_writable
     from bertkit.tasks.finetune import featurize, run_model
     from bertkit.tasks.formats.base import iter_jsonl
 
     check_writable(args.output, "--output")
+    check_not_input(args.output, args.input)
 
     with _plain_warnings():
         task, tokenizer, entry, model, device, precision = _setup_trained(args)

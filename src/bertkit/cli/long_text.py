@@ -27,3 +27,19 @@ def long_text_options(args: argparse.Namespace) -> dict:
     names = {"long_text": "long_text", "stride": "stride", "pool_windows": "pool_windows"}
     return {option: getattr(args, dest) for dest, option in names.items()
             if getattr(args, dest, None) is not None}
+
+
+def check_window_flags(args: argparse.Namespace, options: dict) -> None:
+    """``--stride`` and ``--pool-windows`` act only on windows: a BertkitError naming them when
+    ``options`` (the resolved task options: the flags over a fine-tuned model's saved choice)
+    truncate long texts, instead of ignoring them without a word."""
+    from bertkit.errors import BertkitError
+    from bertkit.tasks.windows import LongText
+
+    if LongText.from_options(options).windowed:
+        return
+    given = [f"--{name.replace('_', '-')} {getattr(args, name)}" for name in ("stride", "pool_windows")
+             if getattr(args, name, None) is not None]
+    if given:
+        raise BertkitError(f"{' and '.join(given)} only apply with --long-text window, and long texts "
+                           "are truncated here; add --long-text window (or leave the flag out)")

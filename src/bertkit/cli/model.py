@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bertkit.cli.long_text import add_long_text_arguments, long_text_options
+from bertkit.cli.long_text import add_long_text_arguments, check_window_flags, long_text_options
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
@@ -79,6 +79,9 @@ def register(subparsers) -> None:
 
 def _load(args):
     from bertkit.inference import load
+    from bertkit.tasks.run_dir import check_model
+
+    check_model(args.model)
 
     precision = args.precision
     if args.dtype is not None:
@@ -89,9 +92,12 @@ def _load(args):
 
 
 def _text_lines(path: str) -> list[str]:
+    """The lines of ``path`` that hold text (blank ones, also those left with nothing once the
+    tokenizer drops control and zero-width characters, are skipped)."""
     from bertkit.fileio import read_lines
+    from bertkit.tokenizer.basic import is_blank
 
-    return [line for _, line in read_lines(path) if line.strip()]
+    return [line for _, line in read_lines(path) if not is_blank(line)]
 
 
 def run_fill_mask(args) -> int:
@@ -154,7 +160,7 @@ def read_inputs(path: str, text_column: str | None, pair_column: str | None):
 def run_embed(args) -> int:
     import numpy as np
 
-    from bertkit.fileio import atomic_path, atomic_write, check_writable
+    from bertkit.fileio import atomic_path, atomic_write, check_not_input, check_writable
 
     try:
         layers = [int(x) for x in args.layers.split(",") if x.strip()]
@@ -166,6 +172,8 @@ def run_embed(args) -> int:
     if output.suffix == ".npy" and args.pool == "none":
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
     check_writable(output, "--output")
+    check_not_input(output, args.input)
+    check_window_flags(args, long_text_options(args))
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     from bertkit.tasks.windows import LongText

@@ -12,11 +12,11 @@ def accept_negative_lists(parser: argparse.ArgumentParser) -> None:
 
     argparse treats an argument matching its negative-number pattern as a value; widen the
     pattern of this parser (which has no option that looks like a number) to comma lists and
-    numbers with an exponent.
+    numbers with an exponent, and durations (``--budget -5m`` reaches the budget's own check).
     """
     if hasattr(parser, "_negative_number_matcher"):
         parser._negative_number_matcher = re.compile(
-            r"^-\d+(,-?\d+)*$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+            r"^-\d+(,-?\d+)*$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(\d+(\.\d+)?[hmsHMS])+$")
 
 
 def add_progress_flag(parser: argparse.ArgumentParser, *hidden_off: str) -> None:

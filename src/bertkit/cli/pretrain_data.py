@@ -40,11 +40,12 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.fileio import check_writable
+    from bertkit.fileio import check_not_input, check_writable
     from bertkit.pretraining.data import create_pretraining_data
 
     settings = CreationSettings(**options_from_args(CreationSettings, args))
     check_writable(args.output, "--output directory", directory=True)
+    check_not_input(args.output, [*args.input, args.vocab], "--output", "--input/--vocab")
     start = time.perf_counter()
     meta = create_pretraining_data(
         args.input, args.vocab, args.output, settings,

@@ -67,6 +67,9 @@ def run_serve(args) -> int:
 
     if not (Path(args.model) / "config.json").is_file():
         raise BertkitError(f"{args.model}: not a model directory (no config.json)")
+    from bertkit.tasks.run_dir import check_model
+
+    check_model(args.model)  # an unfinished run: warned on the console
     run(config)
     return 0
 
@@ -74,17 +77,30 @@ def run_serve(args) -> int:
 def run_quantize(args) -> int:
     from bertkit.inference import load
     from bertkit.inference.int8 import save_int8
+    from bertkit.tasks.run_dir import carry_unfinished_marker, check_model
 
+    check_model(args.model)
     bert = load(args.model, precision="int8")
     save_int8(bert.model, args.out, tokenizer=bert.tokenizer)
+    carry_unfinished_marker(args.model, args.out)
     print(f"wrote INT8 {type(bert.model).__name__} to {args.out}", file=sys.stderr)
     return 0
 
 
 def run_export(args) -> int:
-    from bertkit.inference.export import export_onnx
+    import logging
 
-    path = export_onnx(args.model, args.out, int8=args.int8, opset=args.opset)
+    from bertkit.fileio import check_writable
+    from bertkit.inference.export import export_onnx
+    from bertkit.tasks.run_dir import check_model
+
+    check_writable(args.out, "--out ONNX file")  # before the export runs
+    check_model(args.model)
+    logging.disable(logging.WARNING)  # onnxruntime's quantiser advice goes to the root logger
+    try:
+        path = export_onnx(args.model, args.out, int8=args.int8, opset=args.opset)
+    finally:
+        logging.disable(logging.NOTSET)
     print(f"wrote {'INT8 ' if args.int8 else ''}ONNX graph to {path}", file=sys.stderr)
     return 0
 
@@ -93,10 +109,13 @@ def run_attention(args) -> int:
     from bertkit.inference import load
     from bertkit.inference.heads import InputError
     from bertkit.plot import plot_attention
+    from bertkit.tasks.run_dir import check_model
 
+    check_model(args.model)
     bert = load(args.model, precision=args.precision)
     try:
-        tokens, matrix = bert.attention(args.text, args.layer, args.head, pair=args.pair)
+        tokens, matrix = bert.attention(args.text, args.layer, args.head, pair=args.pair,
+                                        on_overflow="truncate")  # cut with a warning, as predict
     except InputError as e:
         raise BertkitError(str(e)) from None
     layer = args.layer % bert.model.config.num_hidden_layers

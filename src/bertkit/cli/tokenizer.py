@@ -73,7 +73,7 @@ def run_tokenize(args: argparse.Namespace) -> int:
 
 def run_train(args: argparse.Namespace) -> int:
     from bertkit.errors import BertkitError
-    from bertkit.fileio import check_writable, read_lines
+    from bertkit.fileio import check_not_input, check_writable, read_lines
     from bertkit.tokenizer.train import count_words, tokens_per_word, train_wordpiece
 
     def lines():
@@ -82,6 +82,7 @@ def run_train(args: argparse.Namespace) -> int:
                 yield line
 
     check_writable(args.output, "--output vocabulary")
+    check_not_input(args.output, args.corpus, "--output", "--corpus")
     counts = count_words(lines(), lowercase=not args.cased, progress=args.progress)
     if not counts:
         raise BertkitError(f"{', '.join(args.corpus)}: the corpus holds no words; "

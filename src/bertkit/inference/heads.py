@@ -100,10 +100,13 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 def _text(value: Any, what: str) -> str:
+    from bertkit.tokenizer.basic import is_blank
+
     if not isinstance(value, str):
         raise InputError(f"{what} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise InputError(f"{what} is empty")
+    if is_blank(value):  # the tokenizer family's rule: empty once cleaned
+        hidden = " (only control or zero-width characters, which the tokenizer drops)" if value.strip() else ""
+        raise InputError(f"{what} is empty{hidden}")
     return value
 
 
@@ -539,14 +542,29 @@ class TaskInference:
         answers = self.run_plans([self.plan_predict(x, on_overflow, long_text) for x in items], **batching)
         return answers[0] if single else answers
 
-    def attention(self, text: str, layer: int = -1, head: int = 0, pair: str | None = None):
-        """``(tokens, matrix (T, T))``: one head's attention probabilities for ``text``."""
-        config = self.model.config
-        if not -config.num_hidden_layers <= layer < config.num_hidden_layers:
-            raise InputError(f"layer must be in {-config.num_hidden_layers}..{config.num_hidden_layers - 1}")
-        if not 0 <= head < config.num_attention_heads:
-            raise InputError(f"head must be in 0..{config.num_attention_heads - 1}")
-        enc = self._encode(_text(text, "the text"), pair)
+    def attention(self, text: str, layer: int = -1, head: int = 0, pair: str | None = None,
+                  on_overflow: str = "error"):
+        """``(tokens, matrix (T, T))``: one head's attention probabilities for ``text``. ``head``
+        counts the heads the layer kept (a pruned layer has fewer). A text longer than the
+        model's limit is a 413 InputError (``on_overflow="error"``: a map of a cut text must not
+        pass for the whole), or is cut with a warning saying how many tokens went
+        (``"truncate"``)."""
+        import warnings
+
+        layers = self.model.config.num_hidden_layers
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -layers <= layer < layers:
+            raise InputError(f"layer must be an integer in {-layers}..{layers - 1}, got {layer!r}")
+        blocks = getattr(getattr(self.encoder, "encoder", None), "layer", None)
+        kept = blocks[layer].attention.self.num_heads if blocks is not None else \
+            self.model.config.num_attention_heads
+        if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < kept:
+            pruned = "" if kept == self.model.config.num_attention_heads else \
+                f" (layer {layer % layers} keeps {kept} of {self.model.config.num_attention_heads} heads after pruning)"
+            raise InputError(f"head must be in 0..{kept - 1}{pruned}, got {head!r}")
+        enc = self._encode(_text(text, "the text"), pair, on_overflow=on_overflow)
+        if enc.num_truncated:
+            warnings.warn(f"the text was cut to the model's limit of {self.max_length} tokens "
+                          f"({enc.num_truncated} left out): the map shows only its start", stacklevel=2)
         ids, types, mask = self._pad([enc])
         with torch.inference_mode(), autocast(self.precision, self.device):
             out = self.encoder(ids, types, mask, output_attentions=True)

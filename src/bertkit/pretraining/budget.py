@@ -38,8 +38,10 @@ reserve (:data:`RESERVE_FRACTION` of the budget) is left for the final checkpoin
 evaluation and export.
 
 Errors (:class:`~bertkit.errors.BertkitError`, before any training): a malformed budget
-(``1x``, ``h``, ``90``), a zero budget, or a budget that does not leave room for one step
-at the measured speed.
+(``1x``, ``h``, ``90``), a zero or negative budget, one longer than a year
+(:data:`MAX_BUDGET_S`: ``99999999h`` would plan trillions of steps whose learning rate never
+leaves its warm-up), or a budget that does not leave room for the probe plus one step at the
+measured speed (the message gives the least budget that would).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ PROBE_STEPS = 5
 RESERVE_FRACTION = 0.02
 REPLAN_FRACTION = 0.05
 REPLAN_MIN_STEPS = 40
+MAX_BUDGET_S = 366 * 86400.0  # one year: longer plans are typing mistakes
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 _BUDGET = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
@@ -70,6 +73,9 @@ def now() -> float:
 def parse_budget(text: str) -> float:
     """Seconds of a budget written ``1h``, ``90m``, ``3600s``, ``1h30m`` or ``1.5h``."""
     spec = str(text).strip().lower().replace(" ", "")
+    if spec.startswith("-"):
+        raise BertkitError(f"--budget {text!r}: a budget cannot be negative; give a duration such "
+                           f"as {spec[1:] or '1h'}")
     match = _BUDGET.fullmatch(spec)
     if not spec or match is None or not any(match.groups()):
         raise BertkitError(f"--budget {text!r}: expected a duration with units h, m and/or s, "
@@ -77,6 +83,11 @@ def parse_budget(text: str) -> float:
     seconds = sum(float(v) * _UNITS[u] for v, u in zip(match.groups(), "hms") if v)
     if seconds <= 0:
         raise BertkitError(f"--budget {text!r}: the budget must be longer than 0 seconds")
+    if seconds > MAX_BUDGET_S:
+        raise BertkitError(f"--budget {text!r} is {seconds / 86400 / 365:,.1f} years; at most "
+                           f"{MAX_BUDGET_S / 3600:g}h (one year) is accepted - a longer plan would "
+                           "spread its warm-up and decay over so many steps that the learning "
+                           "rate stays near 0; give a shorter budget (or --steps)")
     return seconds
 
 
@@ -94,11 +105,12 @@ def plan_steps(budget_s: float, spent_s: float, step_s: float,
     usable = budget_s * (1.0 - reserve_fraction) - spent_s
     steps = math.floor(usable / step_s) if usable > 0 else 0
     if steps < 1:
+        least = (spent_s + step_s) / (1.0 - reserve_fraction)
         raise BertkitError(
-            f"--budget {budget_s:g} s is shorter than one training step: a step takes "
-            f"{step_s:.2f} s here ({spent_s:.1f} s already spent measuring it, "
-            f"{reserve_fraction:.0%} kept for checkpoint and export); give a longer budget"
-        )
+            f"--budget {budget_s:g} s leaves no time for one training step: measuring the step "
+            f"time took {spent_s:.1f} s of it, a step takes {step_s:.2f} s here and "
+            f"{reserve_fraction:.0%} is kept for checkpoint and export; give a budget of at "
+            f"least {math.ceil(least)} s")
     return steps
 
 

@@ -12,11 +12,16 @@ memory holds only a few chunks at a time.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import multiprocessing
+import os
 import random
+import signal
 import sys
+import threading
+import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -165,7 +170,8 @@ def _results(chunks, job: _Job, workers: int):
         return
     # An executor, not a Pool: when a worker dies (killed, out of memory) a Pool starts a new one
     # and waits forever for the lost chunk; the executor fails every pending result instead.
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context())
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         window: deque = deque()
         for chunk in chunks:
@@ -176,6 +182,33 @@ def _results(chunks, job: _Job, workers: int):
             yield _chunk_result(window.popleft())
     finally:
         _stop_pool(pool)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 1.0
+
+
+def die_with_parent(parent: int) -> None:
+    """Worker start-up: never outlive the process that started the pool (``parent``), even when
+    it is killed with SIGKILL and cannot stop its workers. On Linux the kernel sends the worker
+    SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread
+    watches the parent id as well (a worker whose parent died is re-parented), and a parent
+    that died before this ran ends the worker at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watch below still holds
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bertkit-parent-watch", daemon=True).start()
 
 
 def _chunk_result(future):

@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from bertkit.cpu import torch_threads
 from bertkit.inference.heads import InputError, Plan
@@ -44,18 +44,18 @@ class PredictBody(BaseModel):
 
 class EmbedBody(PredictBody):
     pooling: str = Field("cls", description="cls or mean")
-    layers: list[int] = Field([-1], description="hidden states to concatenate (-1 = last layer)")
+    layers: list[StrictInt] = Field([-1], description="hidden states to concatenate (-1 = last layer)")
     normalize: bool = Field(False, description="scale each vector to unit length")
 
 
 class FillMaskBody(PredictBody):
-    top_k: int = Field(5, description="candidates per [MASK] (1-100)")
+    top_k: StrictInt = Field(5, description="candidates per [MASK] (1-100)")
 
 
 class AttentionBody(BaseModel):
     inputs: str = Field(..., description="one text")
-    layer: int = Field(-1, description="encoder layer (negative counts from the last)")
-    head: int = Field(0, description="attention head")
+    layer: StrictInt = Field(-1, description="encoder layer (negative counts from the last)")
+    head: StrictInt = Field(0, description="attention head")
 
 
 def _error(status: int, message: str, kind: str) -> JSONResponse:

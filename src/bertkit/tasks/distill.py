@@ -48,7 +48,6 @@ Contract of :func:`distill` (one :class:`DistillConfig`):
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,7 @@ from bertkit.tasks.finetune_config import DistillConfig  # declared with the oth
 __all__ = ["DistillConfig", "DistillTask", "distill", "layer_map", "layer_slice", "make_student"]
 
 FEATURE_INDEX = "feature_index"
+STUDENT_SCRATCH = ".student"  # the starting student, in --out while the run lasts
 PROJECTION = "distill_projection"  # the student's submodule (not saved) mapping its width to the teacher's
 
 
@@ -357,7 +357,7 @@ def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenize
     """Distil ``cfg.teacher`` into the student on ``task`` (see the module docstring);
     returns :func:`~bertkit.tasks.finetune.finetune`'s ``(runs, best)``."""
     from bertkit.tasks.finetune import FinetuneConfig, finetune
-    from bertkit.tasks.prune import require_trained_head
+    from bertkit.tasks.run_dir import check_model
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.distributed import pick_device
 
@@ -366,10 +366,11 @@ def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenize
     out_dir = Path(out_dir)
     tokenizer = tokenizer or BertTokenizer.from_pretrained(cfg.teacher)
     teacher = task.build_model(cfg.teacher)
-    require_trained_head(task, cfg.teacher, option="--teacher")
+    check_model(cfg.teacher, task, option="--teacher", require_head=True)
     task.load_notes = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".student-", dir=out_dir.parent))
+    scratch = out_dir / STUDENT_SCRATCH  # inside --out: a killed run's copy is found and replaced
+    shutil.rmtree(scratch, ignore_errors=True)
     try:
         student_dir = make_student(cfg, task, teacher, tokenizer, scratch)
         wrapped = DistillTask(task, teacher, cfg, pick_device(ft.device), ft.eval_batch, ft.progress)

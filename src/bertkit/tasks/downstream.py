@@ -310,14 +310,31 @@ def load_results(out: str | Path) -> dict[str, Any]:
     return results
 
 
+def common_tasks(rows: dict[str, dict[str, Any]]) -> tuple[list[str], str | None]:
+    """The tasks every row has (in the first row's order) and, when some row has tasks the
+    others lack, a note naming each left-out task and the rows it is missing from. No task in
+    common is a BertkitError."""
+    tasks = [t for t in next(iter(rows.values()))["tasks"]
+             if all(t in r["tasks"] for r in rows.values())]
+    every = list(dict.fromkeys(t for r in rows.values() for t in r["tasks"]))
+    left = [f"{t} (missing from {', '.join(n for n, r in rows.items() if t not in r['tasks'])})"
+            for t in every if t not in tasks]
+    if not tasks:
+        raise BertkitError(f"the folders have no task in common ({'; '.join(left)}): nothing to "
+                           "compare")
+    note = (f"left out: {'; '.join(left)}; every average is over the {len(tasks)} task(s) all rows "
+            f"have ({', '.join(tasks)}), so it can differ from a folder's own results.json") if left else None
+    return tasks, note
+
+
 def format_comparison(rows: dict[str, dict[str, Any]], baseline: str | None = None) -> str:
     """The paper's Table 5 layout: one row per model (name -> results), one column per task
     (the chosen mean x 100, +- the spread over seeds), the average over the tasks every row
-    has, and with ``baseline`` (a row name) each average's difference from that row."""
+    has, and with ``baseline`` (a row name) each average's difference from that row; tasks
+    not common to every row are named in a last ``note:`` line (:func:`common_tasks`)."""
     if baseline is not None and baseline not in rows:
         raise BertkitError(f"--baseline {baseline!r} is not one of the rows: {', '.join(rows)}")
-    tasks = [t for t in next(iter(rows.values()))["tasks"]
-             if all(t in r["tasks"] for r in rows.values())]
+    tasks, note = common_tasks(rows)
     metric = {t: next(iter(rows.values()))["tasks"][t]["metric"] for t in tasks}
 
     def average(r):
@@ -334,9 +351,10 @@ def format_comparison(rows: dict[str, dict[str, Any]], baseline: str | None = No
             cells.append(f"{average(r) - average(rows[baseline]):+.1f}")
         lines.append(cells)
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
-    return "\n".join("  ".join(x.ljust(w) if i == 0 else x.rjust(w)
-                               for i, (x, w) in enumerate(zip(line, widths)))
-                     for line in [header, *lines])
+    table = "\n".join("  ".join(x.ljust(w) if i == 0 else x.rjust(w)
+                                for i, (x, w) in enumerate(zip(line, widths)))
+                      for line in [header, *lines])
+    return f"{table}\nnote: {note}" if note else table
 
 
 def plot_comparison(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
@@ -346,8 +364,7 @@ def plot_comparison(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
     from bertkit.plot import pyplot, save_figure
 
     plt = pyplot()
-    tasks = [t for t in next(iter(rows.values()))["tasks"]
-             if all(t in r["tasks"] for r in rows.values())]
+    tasks, _ = common_tasks(rows)
     x = np.arange(len(tasks) + 1)
     width = 0.8 / len(rows)
     fig, ax = plt.subplots(figsize=(1.6 * len(x) + 2, 4.5))

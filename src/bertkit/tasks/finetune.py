@@ -68,6 +68,7 @@ from bertkit.training import (
 )
 from bertkit.training import distributed as dist
 from bertkit.training.distributed import DistContext, pick_device
+from bertkit.training.divergence import DivergenceError, SkipWatch
 from bertkit.training.sampler import length_batches
 
 __all__ = [
@@ -188,7 +189,25 @@ def run_model(task: Task, model, features: FeatureSet, batch_size: int,
         seen += len(part)
     if seen != len(features) or any(x is None for x in outputs[task.output_names[0]]):
         raise RuntimeError(f"run_model: {seen} outputs gathered for {len(features)} features")
+    _require_finite(outputs, len(features))
     return outputs
+
+
+def _require_finite(outputs: dict[str, list[np.ndarray]], count: int) -> None:
+    """A BertkitError when any output is NaN or infinite: such a model's answers (and any
+    metric computed from them) mean nothing, and NaN is not even valid JSON."""
+    bad = sum(1 for i in range(count) if not all(np.isfinite(rows[i]).all() for rows in outputs.values()))
+    if bad:
+        raise NonFiniteOutputs(f"the model gave NaN or infinite outputs for {bad} of {count} input(s)")
+
+
+class NonFiniteOutputs(BertkitError):
+    """A model's outputs hold NaN or infinite values (``detail`` says for how many inputs)."""
+
+    def __init__(self, detail: str):
+        self.detail = detail
+        super().__init__(f"{detail}: its weights are broken (a fine-tuning that diverged?); train it "
+                         "again with a lower learning rate")
 
 
 def _bar_off(progress: bool | None) -> bool | None:
@@ -324,12 +343,14 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
                         max_grad_norm=cfg.max_grad_norm)
     run = asdict(hyper)
     step, first_epoch = 0, 1
+    watch = SkipWatch(loss_scaling=step_fn.scaler.is_enabled())
     if resume is not None:
         from bertkit.training.state import restore_training_state
 
         restore_training_state(resume, model=model, optimizer=optimizer, scheduler=scheduler,
                                scaler=step_fn.scaler, source="fine-tuning resume state")
         step, first_epoch = int(resume["step"]), int(resume["extra"]["epoch"]) + 1
+        watch = SkipWatch(step, 0, step_fn.scaler.is_enabled())
     for epoch in range(first_epoch, hyper.epochs + 1):
         model.train()
         rng = np.random.default_rng([hyper.seed, epoch])
@@ -350,9 +371,19 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
                            loss=mean, lr_now=result.lr)
                 loss_sum.zero_()
                 loss_n = 0
-        metrics, raw = evaluate_sets(task, model, sets, cfg.eval_batch, device, precision,
-                                     cfg.progress if ctx.is_main else False, ctx)
-        logger.log(event="eval", **run, epoch=epoch, **metrics)
+                _check_finite(watch, step_fn, step, hyper, logger)
+        _check_finite(watch, step_fn, step, hyper, logger)  # never evaluate or keep a diverged epoch
+        try:
+            metrics, raw = evaluate_sets(task, model, sets, cfg.eval_batch, device, precision,
+                                         cfg.progress if ctx.is_main else False, ctx)
+        except NonFiniteOutputs as e:  # finite steps, but weights that overflow in evaluation
+            logger.log(event="diverged", step=step, skipped=int(step_fn.skipped_steps), lr=hyper.lr)
+            raise DivergenceError(
+                f"training diverged at step {step} (epoch {epoch}): {e.detail}; the epoch was not "
+                f"saved and --out keeps its unfinished marker (no finished model). Lower the "
+                f"learning rate (--lr {hyper.lr:g}) or check the data and the loss settings, then "
+                "start a new run") from None
+        logger.log(event="eval", **run, epoch=epoch, step=step, **metrics)
         yield model, epoch, metrics, raw
         if on_epoch_end is not None:  # after the caller kept (or not) this epoch's model
             from bertkit.training.state import capture_training_state
@@ -360,6 +391,20 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
             on_epoch_end(capture_training_state(
                 model=model, optimizer=optimizer, scheduler=scheduler, scaler=step_fn.scaler,
                 step=step, data_position={}, config={}, extra={"epoch": epoch}))
+
+
+def _check_finite(watch: SkipWatch, step_fn: TrainStep, step: int, hyper: Hyper,
+                  logger: RunLogger) -> None:
+    """The run's non-finite guard (the one pre-training uses, :class:`SkipWatch`): a
+    ``diverged`` record and a :class:`~bertkit.training.divergence.DivergenceError` naming the
+    step when the steps keep being skipped for NaN/inf losses or gradients."""
+    try:
+        watch.check(step, int(step_fn.skipped_steps), hyper.lr, int(step_fn.skipped_in_a_row),
+                    outcome="this epoch was neither evaluated nor saved, and --out keeps its "
+                            "unfinished marker (no finished model)")
+    except DivergenceError:
+        logger.log(event="diverged", step=step, skipped=int(step_fn.skipped_steps), lr=hyper.lr)
+        raise
 
 
 def _chosen_epoch(history: list[dict], main: str, select: str) -> int:
@@ -483,7 +528,8 @@ def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw:
     from bertkit.checkpoint import save_pretrained
 
     record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
-              "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir)}
+              "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir),
+              "trained_head": True}  # read by run_dir.trained_head
     extra = task.config_entries(metrics)
     extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
     staging = run_dir.staging()

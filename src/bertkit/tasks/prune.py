@@ -3,7 +3,8 @@
 Contract of :func:`prune` (one :class:`PruneConfig`):
 
 * the model directory must be fine-tuned for the task (its head trained); a directory whose
-  head would be freshly initialised is a :class:`~bertkit.errors.CheckpointError`;
+  head would be freshly initialised is a :class:`~bertkit.errors.CheckpointError`, an unfinished
+  run is warned about (:func:`bertkit.tasks.run_dir.check_model`);
 * head importance (:func:`bertkit.model.pruning.head_importance`, Michel et al. 2019) is
   measured once, on a fixed random sample of ``importance_examples`` training examples;
 * the curve: for every fraction of ``curve`` the model with that share of its heads removed
@@ -27,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.errors import CheckpointError
 from bertkit.fileio import atomic_write
 from bertkit.model.pruning import (
     count_heads,
@@ -39,16 +39,11 @@ from bertkit.model.pruning import (
 from bertkit.options import check_config
 from bertkit.tasks.base import Task
 from bertkit.tasks.finetune_config import PruneConfig  # declared with the other fine-tuning jobs
+from bertkit.tasks.run_dir import check_model
 
-__all__ = ["PruneConfig", "plot_curve", "prune", "require_trained_head"]
+__all__ = ["PruneConfig", "plot_curve", "prune"]
 
 
-def require_trained_head(task: Task, model_dir, option: str = "MODEL_DIR") -> None:
-    """CheckpointError unless ``task.build_model`` found a trained head in ``model_dir``."""
-    fresh = [n for n in getattr(task, "load_notes", []) if "freshly initialised" in n]
-    if fresh:
-        raise CheckpointError(f"{option} {model_dir}: has no trained {task.name} head ({fresh[0]}); "
-                              f"fine-tune it first (bertkit finetune {task.name} ...)")
 
 
 def _importance_batches(task: Task, data_dir, tokenizer, cfg: PruneConfig):
@@ -76,8 +71,8 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
     check_config(cfg, "prune", by_flag=True)  # before any work: the declared ranges
     out_dir = Path(out_dir)
     tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
+    check_model(model_dir, task, require_head=True)
     model = task.build_model(model_dir)
-    require_trained_head(task, model_dir)
     total = count_heads(model)
     count = parse_heads(cfg.heads, total)
     device = pick_device(cfg.device)

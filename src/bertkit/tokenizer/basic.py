@@ -54,6 +54,13 @@ def is_google_control(char: str) -> bool:
     return char not in "\t\n\r" and unicodedata.category(char) in ("Cc", "Cf")
 
 
+def is_blank(text: str) -> bool:
+    """Whether ``text`` is empty once cleaned: nothing but white space and characters the
+    cleaning drops (``\\0``, U+FFFD, control and format characters such as zero-width
+    spaces). Such a text tokenizes to no word at all; every entry point refuses it alike."""
+    return all(c in "\0\ufffd" or is_control(c) or is_whitespace(c) for c in text)
+
+
 def final_sigmas(text: str) -> str:
     """``text`` with each capital sigma that Google's lower-casing turns into the final
     sigma replaced by ``ς`` (same length, so character offsets are unchanged).

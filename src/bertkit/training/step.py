@@ -8,14 +8,17 @@ default), backward of ``loss / len(micro_batches)`` - or of ``loss * weights[i]`
 are all-reduced on the last micro-batch only), unscales, clips the global gradient norm at
 ``max_grad_norm``, steps optimizer and scheduler and clears gradients (``set_to_none``).
 A step whose gradient norm is not finite is skipped (no parameter or moment update; the
-schedule still advances) and counted in ``skipped_steps`` - without a device sync when the
-optimizer is fused (the kernel receives the flag), so nothing calls ``.item()`` per step.
+schedule still advances) and counted in ``skipped_steps``, and ``skipped_in_a_row`` counts the
+skips since the last finite step (what :class:`~bertkit.training.divergence.SkipWatch` reads at a
+log point) - without a device sync when the optimizer is fused (the kernel receives the flag),
+so nothing calls ``.item()`` per step.
 ``MetricSums`` accumulates on-device sums and reduces them (across ranks too) once per log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +59,7 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
         self.skipped_steps = torch.zeros((), dtype=torch.long, device=device)
+        self.skipped_in_a_row = torch.zeros((), dtype=torch.long, device=device)
 
     def _no_sync(self, last: bool):
         if not last and hasattr(self.model, "no_sync"):
@@ -85,9 +89,12 @@ class TrainStep:
             self.optimizer.step()
         elif bool(finite):
             self.optimizer.step()
-        self.scheduler.step()
+        with warnings.catch_warnings():  # a skipped first step is counted, not torch's business
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.skipped_steps += (~finite).long()
+        self.skipped_in_a_row.add_(1).mul_((~finite).long())  # back to 0 on a finite step
         return StepResult(outputs, norm.detach(), finite, lr)
 
 

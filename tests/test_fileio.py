@@ -1,0 +1,56 @@
+"""File helpers: atomic writes name the user's path (never a temporary one) and leave no
+temporary file behind; an output never names an input."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bertkit.errors import BertkitError
+from bertkit.fileio import atomic_path, atomic_write, check_not_input
+
+
+def test_writing_over_a_directory_names_it_and_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "existing_dir"
+    target.mkdir()
+    for writer in (atomic_path, atomic_write):
+        with pytest.raises(IsADirectoryError) as caught:
+            with writer(target) as handle:
+                if writer is atomic_path:
+                    handle.write_bytes(b"x" * 1000)
+                else:
+                    handle.write("x" * 1000)
+        assert caught.value.filename == str(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing_dir"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_place_where_nothing_can_be_created_is_named_as_given():
+    with pytest.raises(OSError) as caught:
+        with atomic_path("/proc/x.onnx"):
+            pass
+    assert caught.value.filename == "/proc/x.onnx"
+
+
+def test_an_output_that_names_an_input_is_refused(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b c\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(corpus)
+    for output in (corpus, tmp_path / "." / "corpus.txt", link):
+        with pytest.raises(BertkitError, match=r"--output .* would overwrite the --corpus"):
+            check_not_input(output, [tmp_path / "other.txt", corpus], "--output", "--corpus")
+    check_not_input(tmp_path / "vocab.txt", [corpus], "--output", "--corpus")  # no error
+
+
+def test_tokenizer_train_never_replaces_its_corpus(tmp_path, capsys):
+    from bertkit.cli.main import main
+
+    corpus = tmp_path / "corp.txt"
+    text = "the quick brown fox jumps over the lazy dog\n" * 50
+    corpus.write_text(text)
+    code = main(["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "60",
+                 "--output", str(corpus)])
+    assert code == 1 and "would overwrite the --corpus" in capsys.readouterr().err
+    assert corpus.read_text() == text
