@@ -501,6 +501,16 @@ class TaskInference:
         matrix = out.attentions[layer][0, head].float().cpu().numpy()
         return self.tokenizer.convert_ids_to_tokens(enc.input_ids), matrix
 
+    # ------------------------------------------------------------------ for bertkit serve
+    def run_token_states(self, rows: Sequence) -> list[np.ndarray]:
+        """One padded forward pass of the encoder over ``rows`` (objects with ``input_ids`` and
+        ``token_type_ids``); each row's last hidden states, ``(T_i, hidden)`` float32 (the
+        server's ``/embed_all`` and its health probe)."""
+        ids, types, mask = self._pad(rows)
+        with torch.inference_mode(), autocast(self.precision, self.device):
+            hidden = self.encoder(ids, types, mask).last_hidden_state.float().cpu().numpy()
+        return [hidden[i, :len(r.input_ids)] for i, r in enumerate(rows)]
+
 
 def token_batches(items: Sequence, length: Callable[[Any], int], max_tokens: int, max_size: int) -> list[list]:
     """``items`` (sorted longest first) cut in order into batches whose padded size
