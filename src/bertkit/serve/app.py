@@ -402,6 +402,7 @@ class Service:
         config = bert.model.config
         labels = bert.labels
         kind = self.model_kind
+        heads = _heads(bert.model)
         model_type = ({kind: {"id2label": {str(i): x for i, x in enumerate(labels)},
                               "label2id": {x: i for i, x in enumerate(labels)}}}
                       if kind != "embedding" else {"embedding": {"pooling": "cls"}})
@@ -414,7 +415,8 @@ class Service:
                 "sha": None, "docker_label": None,
                 "bertkit": {"task": bert.task, "labels": labels, "pair_inputs": bert.pair_inputs,
                             "max_length": bert.max_length, "precision": bert.precision,
-                            "num_layers": config.num_hidden_layers, "num_heads": _heads(bert.model),
+                            "num_layers": config.num_hidden_layers, "num_heads": max(heads),
+                            "heads_per_layer": heads,
                             "hidden_size": config.hidden_size,
                             "long_text": {"mode": self.long_text.mode, "stride": self.long_text.stride,
                                           "pool_windows": self.long_text.pool},
@@ -461,13 +463,13 @@ def _chars(items) -> int:
     return total
 
 
-def _heads(model) -> int:
-    """Attention heads per layer, the largest layer's (a pruned model has fewer than its config's
-    ``num_attention_heads``; the config's ``pruned_heads`` says which)."""
+def _heads(model) -> list[int]:
+    """Attention heads of each layer: a pruned model has fewer than its config's
+    ``num_attention_heads`` (the config's ``pruned_heads`` says which are gone)."""
     from bertkit.model.pruning import remaining_heads
 
     config = model.config
-    return max(len(remaining_heads(config, layer)) for layer in range(config.num_hidden_layers))
+    return [len(remaining_heads(config, layer)) for layer in range(config.num_hidden_layers)]
 
 
 def _no_prompts(prompt_name: str | None) -> None:

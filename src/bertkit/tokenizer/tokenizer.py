@@ -25,6 +25,23 @@ from bertkit.tokenizer.wordpiece import (
 
 TextInput = str | Sequence[str]  # raw text, or a pre-tokenized list of words
 _IDS = itemgetter(0)
+# A longer text is tokenised in pieces cut at white space (the same ids: no word crosses white
+# space), so that no single C call (the word regex, the id lookups) holds the GIL for long: a
+# server tokenising a 5 MB text in a thread keeps answering other requests meanwhile.
+LONG_TEXT_PIECE = 65536
+_SPACE = re.compile(r"\s")
+
+
+def whitespace_pieces(text: str, size: int = LONG_TEXT_PIECE) -> list[str]:
+    """``text`` cut into pieces of about ``size`` characters, each cut at a white-space
+    character (a piece may be longer when there is none); ``"".join`` gives ``text`` back."""
+    pieces, start = [], 0
+    while start < len(text):
+        found = _SPACE.search(text, min(start + size, len(text)))
+        end = found.start() if found and start + size < len(text) else len(text)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
 
 
 class BertTokenizer:
@@ -151,6 +168,11 @@ class BertTokenizer:
 
     def text_to_ids(self, text: str) -> list[int]:
         """WordPiece ids of ``text`` without special tokens around it (the fast path)."""
+        if len(text) > LONG_TEXT_PIECE and not (self.basic.final_sigma and "\u03a3" in text):
+            return [i for piece in whitespace_pieces(text) for i in self._text_to_ids(piece)]
+        return self._text_to_ids(text)
+
+    def _text_to_ids(self, text: str) -> list[int]:
         wp, ids = self.wordpiece, self.vocab.token_to_id
         out: list[int] = []
         for piece, _ in self._segments(text):
