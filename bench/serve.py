@@ -1,28 +1,32 @@
-"""Serving under load, on loopback: ``bertkit serve`` (fp32, INT8) vs a Hugging Face pipeline
-behind the same framework (FastAPI + uvicorn) without dynamic batching.
+"""Serving under load, on loopback: ``bertkit serve`` against a Hugging Face pipeline server
+made as fair as we could, at the same precision.
 
-For each server, a fresh process on 127.0.0.1 gets SST-2 dev sentences, one per request, at
-each concurrency of ``--concurrency`` (``--requests`` requests in all, split evenly), and the
-script prints requests/s and p50/p95/p99 latency. Every answer is checked: the status must be
-200, and bertkit's labels and scores must equal the Python API's (``bertkit predict``'s
-code) at the same precision (scores within 1e-4); the baseline's top label is compared with
-bertkit fp32. Bounded: each level stops at ``--max-seconds``.
+Servers (``--servers``, comma-separated):
 
-``bertkit serve`` sets glibc malloc to keep freed memory (``bertkit.cpu.keep_freed_memory``);
-the baseline runs with glibc's defaults, as a user's pipeline would. The server
-``hf pipeline kept`` is the baseline with the same malloc setting as bertkit, to tell the
-two gains apart.
+* ``bertkit fp32`` / ``bertkit int8``: ``bertkit serve`` (continuous batching);
+* ``hf fp32`` / ``hf int8``: the ``text-classification`` pipeline behind the same framework
+  (FastAPI + uvicorn), every model call serialised on ONE thread (a one-worker executor:
+  no thread-pool oversubscription), loaded under one intra-op thread as bertkit loads its
+  model; ``int8`` is PyTorch dynamic INT8 (``quantize_dynamic`` on every ``nn.Linear``,
+  what bertkit's INT8 is too);
+* ``hf fp32 batched`` / ``hf int8 batched``: the same, but the requests that arrive while the
+  pipeline runs are gathered and given to the pipeline as one list with its own
+  ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously.
 
-    python bench/serve.py --model runs/sst2                       # 10,000 requests in all
-    python bench/serve.py --model runs/sst2 --requests 900 --max-seconds 60   # short
-    python bench/serve.py --shape base     # a BERT-Base-shaped SST-2 model (see --shape)
+All servers are started first; then, at each concurrency of ``--concurrency``, the servers'
+rounds are interleaved (``--rounds`` rounds, each server in turn, the order rotated each
+round) so that a slow period of the shared machine hits all of them. Each answer is checked:
+status 200; fp32 servers must give the Python API's labels and scores (within 1e-4); INT8
+servers are compared by top label with the fp32 answer (INT8 moves scores). Ratios are printed
+only at the same precision (bertkit fp32 / hf fp32, bertkit int8 / hf int8).
+
+    python bench/serve.py --model runs/sst2 --data ../shared/data/glue/SST-2
+    python bench/serve.py --shape base --vocab VOCAB.txt --data GLUE/SST-2 --requests 6000
 
 ``--shape PRESET`` measures a model of that size instead of ``--model``: a randomly initialised
-encoder of the preset with the uncased vocabulary, given its SST-2 head by the real
-``finetune`` code on 32 training sentences (one short epoch). Its predictions mean nothing;
-its cost per request is that of a real model of the size, which is what serving measures
-(with BERT-Tiny the forward pass is a small part of a request, so batching has little to
-win).
+encoder of the preset with ``--vocab``, given its SST-2 head by the real ``finetune`` code on
+32 training sentences. Its predictions mean nothing; its cost per request is that of a real
+model of the size. The load generator shares the machine with the servers.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SERVERS = ("bertkit fp32", "bertkit int8", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched")
 
 
 class TextBody(BaseModel):
@@ -52,30 +56,74 @@ def parse_args(argv=None):
     p.add_argument("--model", help="a fine-tuned SST-2 model directory")
     p.add_argument("--shape", help="instead of --model: a model of this preset (base, mini, ...), "
                                    "random weights with an SST-2 head; see above")
-    p.add_argument("--requests", type=int, default=10000, help="requests in all (default 10000)")
-    p.add_argument("--concurrency", default="1,8,32")
-    p.add_argument("--servers", default="bertkit fp32,bertkit int8,hf pipeline",
-                   help="comma-separated, of: bertkit fp32, bertkit int8, hf pipeline, hf pipeline kept")
-    p.add_argument("--max-seconds", type=float, default=300, help="per concurrency level at most")
-    p.add_argument("--max-wait-ms", type=float, default=5.0)
+    p.add_argument("--data", help="the SST-2 folder (dev.tsv; train.tsv for --shape)")
+    p.add_argument("--vocab", help="vocab.txt for --shape")
+    p.add_argument("--requests", type=int, default=6000, help="requests per server in all (default 6000)")
+    p.add_argument("--concurrency", default="1,32")
+    p.add_argument("--rounds", type=int, default=4, help="interleaved rounds per level (default 4)")
+    p.add_argument("--servers", default=",".join(SERVERS[:4]), help=f"comma-separated, of: {', '.join(SERVERS)}")
+    p.add_argument("--hf-batch-size", type=int, default=32, help="the batched HF servers' batch_size")
+    p.add_argument("--max-seconds", type=float, default=120, help="per server and round at most")
     p.add_argument("--json")
-    p.add_argument("--baseline-server", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--keep-freed-memory", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--baseline-server", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.baseline_server and not args.data:
+        p.error("--data is required (the SST-2 folder holding dev.tsv)")
+    return args
 
 
-def baseline_app(model_dir: str):
-    """The baseline: the HF text-classification pipeline, one call per request."""
+def baseline_app(model_dir: str, server: str, batch_size: int):
+    """The baseline: the HF text-classification pipeline, its calls serialised on one thread;
+    ``int8`` quantised as bertkit's INT8 is; ``batched`` feeds it the waiting requests as one
+    list with its own ``batch_size``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
     from fastapi import FastAPI
     from transformers import pipeline
 
-    pipe = pipeline("text-classification", model=model_dir, device="cpu")
+    from bertkit.cpu import torch_threads
+
+    with torch_threads(1):  # loaded as bertkit serve loads its model
+        pipe = pipeline("text-classification", model=model_dir, device="cpu")
+        if "int8" in server:
+            pipe.model = torch.ao.quantization.quantize_dynamic(pipe.model, {torch.nn.Linear}, dtype=torch.qint8)
+    one_thread = ThreadPoolExecutor(1)
     app = FastAPI()
+    waiting: list = []
+
+    async def drain():
+        """Run every waiting request in one pipeline call (the batched variant)."""
+        loop = asyncio.get_running_loop()
+        while waiting:
+            taken = waiting[:256]
+            del waiting[:256]
+            texts = [t for t, _ in taken]
+            try:
+                answers = await loop.run_in_executor(one_thread, call_batch, texts)
+            except Exception as e:  # every caller gets the error
+                for _, f in taken:
+                    f.set_exception(e)
+                continue
+            for (_, f), answer in zip(taken, answers):
+                f.set_result(answer)
+
+    state = {"draining": None}
+
+    def call_batch(texts: list[str]):
+        return pipe(texts, top_k=None, batch_size=batch_size)
 
     @app.post("/predict")
-    def predict(body: TextBody):  # a sync endpoint: FastAPI runs it in its thread pool
-        return pipe(body.inputs, top_k=None)
+    async def predict(body: TextBody):
+        loop = asyncio.get_running_loop()
+        if "batched" not in server:
+            return await loop.run_in_executor(one_thread, lambda: pipe(body.inputs, top_k=None))
+        future = loop.create_future()
+        waiting.append((body.inputs, future))
+        if state["draining"] is None or state["draining"].done():
+            state["draining"] = asyncio.ensure_future(drain())
+        return await future
 
     @app.get("/health")
     def health():
@@ -84,7 +132,7 @@ def baseline_app(model_dir: str):
     return app
 
 
-def shaped_model(shape: str, where: Path) -> str:
+def shaped_model(shape: str, where: Path, vocab: str, data: str) -> str:
     """An SST-2 model directory of preset ``shape`` under ``where`` (see ``--shape``)."""
     import torch
 
@@ -96,11 +144,11 @@ def shaped_model(shape: str, where: Path) -> str:
     from bertkit.tasks.finetune_config import FinetuneConfig
     from bertkit.tokenizer import BertTokenizer
 
-    tokenizer = BertTokenizer.from_file(DATA / "vocab" / "bert-base-uncased-vocab.txt", lowercase=True)
+    tokenizer = BertTokenizer.from_file(vocab, lowercase=True)
     torch.manual_seed(0)
     save_pretrained(BertModel(BertConfig.preset(shape)), where / "encoder", tokenizer=tokenizer)
     cfg = FinetuneConfig(epochs=1, batch=16, max_train_examples=32, progress=False)
-    finetune(get_task("sst2"), where / "encoder", DATA / "glue" / "SST-2", where / "sst2", cfg)
+    finetune(get_task("sst2"), where / "encoder", data, where / "sst2", cfg)
     return str(where / "sst2")
 
 
@@ -112,13 +160,13 @@ def free_port() -> int:
 
 def start(server: str, args, port: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    if server.startswith("hf pipeline"):
-        cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", "--port", str(port)]
-        cmd += ["--keep-freed-memory"] if server == "hf pipeline kept" else []
+    if server.startswith("hf"):
+        cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", server,
+               "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
     else:
         precision = server.split()[-1]
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.model, "--port", str(port),
-               "--precision", precision, "--max-wait-ms", str(args.max_wait_ms), "--max-queue", "4096"]
+               "--precision", precision, "--max-queue", "4096"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -174,29 +222,36 @@ def percentile(values, q):
 
 
 def check(server, results, references):
-    """``(failed, wrong, max score difference)`` of one level's results against the Python API.
+    """``(failed, wrong, max score difference)`` of one round's results against the Python API.
 
-    fp32: an answer is wrong when a label or a score (beyond 1e-4) differs. INT8 quantises
-    each batch's activations with one scale, so its scores move with the other rows of the
-    batch (docs/serving.md): an INT8 answer is wrong only when its top label differs; the
-    largest score difference is reported. The baseline is compared by top label with fp32.
-    """
+    fp32 servers: wrong when a label or a score (beyond 1e-4) differs from bertkit fp32's
+    answer. INT8 quantises each batch's activations with one scale, so its scores move with
+    the other rows of the batch (docs/serving.md): an INT8 answer is wrong only when its top
+    label differs from the fp32 answer; the largest score difference is reported."""
     failed = sum(1 for _, status, _, _ in results if status != 200)
     wrong, largest = 0, 0.0
-    ref = references["int8" if server.endswith("int8") else "fp32"]
     for text, status, body, _ in results:
         if status != 200:
             continue
-        want = ref[text]
+        want = references[text]
         scores = {b["label"]: b["score"] for b in want}
         diff = max(abs(a["score"] - scores[a["label"]]) for a in body)
         largest = max(largest, diff)
         label_differs = body[0]["label"] != want[0]["label"]
-        if server == "bertkit fp32":
-            wrong += label_differs or diff > 1e-4
-        else:
-            wrong += label_differs
+        wrong += label_differs or ("fp32" in server and diff > 1e-4)
     return failed, wrong, largest
+
+
+def summarise(server, concurrency, rounds, references) -> dict:
+    results = [r for rs, _ in rounds for r in rs]
+    seconds = sum(t for _, t in rounds)
+    latencies = [r[3] * 1000 for r in results]
+    failed, wrong, largest = check(server, results, references)
+    return {"server": server, "concurrency": concurrency, "requests": len(results),
+            "rps": len(results) / seconds if seconds else float("nan"),
+            "p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95),
+            "p99_ms": percentile(latencies, 99), "failed": failed, "wrong": wrong,
+            "max_score_diff": largest}
 
 
 def main(argv=None) -> int:
@@ -204,63 +259,76 @@ def main(argv=None) -> int:
     if args.baseline_server:
         import uvicorn
 
-        if args.keep_freed_memory:
-            from bertkit.cpu import keep_freed_memory
-
-            keep_freed_memory()
-        uvicorn.run(baseline_app(args.model), host="127.0.0.1", port=args.port, log_level="warning")
+        uvicorn.run(baseline_app(args.model, args.baseline_server, args.hf_batch_size), host="127.0.0.1",
+                    port=args.port, log_level="warning")
         return 0
     from bertkit.inference import load
 
     if (args.model is None) == (args.shape is None):
         raise SystemExit("give --model DIR or --shape PRESET (one of them)")
+    data = Path(args.data)
+    dev = data / "dev.tsv" if data.is_dir() else data
+    if not dev.is_file():
+        raise SystemExit(f"--data {args.data}: no dev.tsv there")
     if args.shape:
         import tempfile
 
+        if not args.vocab:
+            raise SystemExit("--shape needs --vocab (a vocab.txt)")
         scratch = tempfile.TemporaryDirectory(prefix="bench-serve-")
-        args.model = shaped_model(args.shape, Path(scratch.name))
+        args.model = shaped_model(args.shape, Path(scratch.name), args.vocab, str(dev.parent))
         print(f"model: {args.shape}-shaped SST-2 classifier, random weights ({args.model})", flush=True)
-    dev = DATA / "glue" / "SST-2" / "dev.tsv"
     with open(dev, encoding="utf-8") as f:
         sentences = [r["sentence"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
-    references = {p: dict(zip(sentences, load(args.model, precision=p).predict(sentences)))
-                  for p in ("fp32", "int8")}
+    references = dict(zip(sentences, load(args.model).predict(sentences)))
     levels = [int(c) for c in args.concurrency.split(",")]
-    per_level = args.requests // len(levels)
-    rows = []
-    print(f"{'server':<16} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-          f"{'failed':>6} {'wrong':>6} {'max diff':>9}", flush=True)
-    for server in [s.strip() for s in args.servers.split(",") if s.strip()]:
-        port = free_port()
-        proc = start(server, args, port)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            asyncio.run(wait_ready(url, proc))
-            asyncio.run(load_level(url, sentences, 20, 4, 60))  # warm-up
-            for concurrency in levels:
-                results, seconds = asyncio.run(load_level(url, sentences, per_level, concurrency, args.max_seconds))
-                latencies = [r[3] * 1000 for r in results]
-                failed, wrong, largest = check(server, results, references)
-                row = {"server": server, "concurrency": concurrency, "requests": len(results),
-                       "rps": len(results) / seconds, "p50_ms": percentile(latencies, 50),
-                       "p95_ms": percentile(latencies, 95), "p99_ms": percentile(latencies, 99),
-                       "failed": failed, "wrong": wrong, "max_score_diff": largest,
-                       "not_sent": per_level - len(results)}  # the level hit --max-seconds
+    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    unknown = set(servers) - set(SERVERS)
+    if unknown:
+        raise SystemExit(f"--servers: unknown {', '.join(sorted(unknown))}; known: {', '.join(SERVERS)}")
+    per_round = max(args.requests // len(levels) // args.rounds, 1)
+    procs, urls, rows = {}, {}, []
+    try:
+        for server in servers:
+            port = free_port()
+            procs[server] = start(server, args, port)
+            urls[server] = f"http://127.0.0.1:{port}"
+        for server in servers:
+            asyncio.run(wait_ready(urls[server], procs[server]))
+            asyncio.run(load_level(urls[server], sentences, 40, 4, 60))  # warm-up
+        print(f"{'server':<16} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+              f"{'failed':>6} {'wrong':>6} {'max diff':>9}", flush=True)
+        for concurrency in levels:
+            rounds = {s: [] for s in servers}
+            for r in range(args.rounds):
+                order = servers[r % len(servers):] + servers[:r % len(servers)]
+                for server in order:
+                    offset = (r * per_round) % len(sentences)
+                    rotated = sentences[offset:] + sentences[:offset]
+                    rounds[server].append(asyncio.run(load_level(urls[server], rotated, per_round, concurrency,
+                                                                 args.max_seconds)))
+            for server in servers:
+                row = summarise(server, concurrency, rounds[server], references)
                 rows.append(row)
-                print(f"{server:<16} {concurrency:>4} {len(results):>6} {row['rps']:8.1f} {row['p50_ms']:8.1f} "
-                      f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {failed:>6} {wrong:>6} {largest:9.2g}", flush=True)
-        finally:
+                print(f"{server:<16} {concurrency:>4} {row['requests']:>6} {row['rps']:8.1f} {row['p50_ms']:8.1f} "
+                      f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {row['failed']:>6} {row['wrong']:>6} "
+                      f"{row['max_score_diff']:9.2g}", flush=True)
+    finally:
+        for proc in procs.values():
             proc.terminate()
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    by = {(r["server"], r["concurrency"]): r["rps"] for r in rows}
-    for server in ("bertkit fp32", "bertkit int8"):
-        for baseline in ("hf pipeline", "hf pipeline kept"):
+    by = {(r["server"], r["concurrency"]): r for r in rows}
+    for precision in ("fp32", "int8"):
+        for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:
-                if (server, c) in by and (baseline, c) in by:
-                    print(f"{server} / {baseline} at concurrency {c}: x{by[(server, c)] / by[(baseline, c)]:.2f}")
+                ours, theirs = by.get((f"bertkit {precision}", c)), by.get((baseline, c))
+                if ours and theirs:
+                    print(f"bertkit {precision} / {baseline} at concurrency {c}: "
+                          f"x{ours['rps'] / theirs['rps']:.2f} requests/s, p50 {ours['p50_ms']:.1f} vs "
+                          f"{theirs['p50_ms']:.1f} ms")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -62,3 +62,21 @@ def test_fill_mask_and_embed_take_a_precision(tmp_path, capsys):
     assert len(masks) == 1 and len(masks[0]) == 5
     assert main(["serve", str(tmp_path / "nowhere")]) == 1
     assert "not a model directory" in capsys.readouterr().err
+
+
+def test_serve_passes_the_tei_options(tmp_path, monkeypatch, capsys):
+    import bertkit.serve.app
+
+    directory = make_task_model(tmp_path, "classify")
+    seen = []
+    monkeypatch.setattr(bertkit.serve.app, "run", seen.append)
+    assert main(["serve", str(directory), "--api-key", "k", "--cors-allow-origin", "http://a.example",
+                 "--payload-limit", "1000", "--max-queue", "8", "--max-items", "4"]) == 0
+    config = seen[0]
+    assert (config.api_key, config.cors_allow_origin, config.payload_limit) == ("k", "http://a.example", 1000)
+    assert (config.max_queue, config.max_items) == (8, 4)
+    with pytest.raises(SystemExit):
+        main(["serve", str(directory), "--payload-limit", "0"])
+    assert "--payload-limit: must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", str(directory), "--max-wait-ms", "5"])  # gone: batching never waits

@@ -1,4 +1,5 @@
-"""``bertkit serve``: every endpoint, every bad request, batching under concurrency, the 503 path."""
+"""``bertkit serve``: answers equal the Python API's, bad requests, batching under concurrency, the
+full queue, long texts. TEI's contract route by route: test_tei_contract.py."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def client_for(tmp_path, kind, bert=None, **options):
 
 @pytest.fixture
 def classify(tmp_path):
-    client, directory = client_for(tmp_path, "classify", max_wait_ms=20)
+    client, directory = client_for(tmp_path, "classify")
     with client:
         yield client, load(directory)
 
@@ -45,7 +46,7 @@ def test_predict_single_and_list_match_the_python_api(classify):
     assert one.status_code == 200 and TRUNCATED_HEADER_ABSENT(one)
     expected = bert.predict(TEXTS)
     assert labels_scores(one.json())[0] == labels_scores(expected[0])[0]
-    many = client.post("/predict", json={"inputs": TEXTS}).json()
+    many = client.post("/predict", json={"inputs": [[t] for t in TEXTS]}).json()
     assert len(many) == len(TEXTS)
     for got, want in zip(many, expected):
         assert got[0]["label"] == want[0]["label"]
@@ -59,69 +60,82 @@ def TRUNCATED_HEADER_ABSENT(response):
 
 def test_health_info_docs_and_page(classify):
     client, _ = classify
-    assert client.get("/health").json() == {"status": "ok"}
-    info = client.get("/info").json()
+    health = client.get("/health")
+    assert health.status_code == 200 and health.text == ""
+    info = client.get("/info").json()["bertkit"]
     assert info["task"] == "text-classification" and info["labels"] == ["negative", "positive", "neutral"]
     assert info["precision"] == "fp32" and info["max_length"] == 64
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "cdn" not in docs.text and "/docs-static/swagger-ui-bundle.js" in docs.text
+    assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200
     schema = client.get("/openapi.json").json()
-    assert {"/predict", "/embed", "/fill-mask", "/attention", "/health", "/info"} <= set(schema["paths"])
-    page = client.get("/")
+    assert {"/predict", "/embed", "/fill-mask", "/attention", "/health", "/info", "/rerank", "/tokenize",
+            "/decode", "/embed_all", "/v1/embeddings", "/metrics"} <= set(schema["paths"])
+    page = client.get("/", headers={"Accept": "text/html"})
     assert page.status_code == 200 and "<form" in page.text and "http" not in page.text.split("<script>")[1]
 
 
-@pytest.mark.parametrize("body, status, words", [
-    (b"{not json", 400, "malformed JSON"),
-    (b'{"input": "x"}', 422, "inputs: Field required"),
-    (b'{"inputs": 3}', 422, "must be a string"),
-    (b'{"inputs": ""}', 422, "empty"),
-    (b'{"inputs": "   "}', 422, "empty"),
-    (b'{"inputs": []}', 422, "empty list"),
-    (b'{"inputs": null}', 422, "null"),
-    (b'{"inputs": ["ok", 5]}', 422, "must be a string"),
-    (b'{"inputs": "x", "truncate": "maybe"}', 422, "truncate"),
-    (b'[1, 2]', 422, "body"),
+@pytest.mark.parametrize("body, status, kind, words", [
+    (b"{not json", 400, "Validation", "malformed JSON"),
+    (b'{"input": "x"}', 422, "Validation", "inputs: Field required"),
+    (b'{"inputs": 3}', 422, "Validation", "got int"),
+    (b'{"inputs": ""}', 400, "Empty", "cannot be empty"),
+    (b'{"inputs": "   "}', 400, "Empty", "cannot be empty"),
+    (b'{"inputs": "\\u0000\\u0001"}', 400, "Empty", "no tokens"),
+    (b'{"inputs": [["ok"], [""]]}', 400, "Empty", "inputs[1]: "),
+    (b'{"inputs": []}', 422, "Validation", "empty list"),
+    (b'{"inputs": null}', 422, "Validation", "null"),
+    (b'{"inputs": [["ok"], 5]}', 422, "Validation", "inputs[1]"),
+    (b'{"inputs": ["a", "b", "c"]}', 422, "Validation", "list of lists"),
+    (b'{"inputs": "x", "truncate": "maybe"}', 422, "Validation", "truncate"),
+    (b'{"inputs": "x", "raw_score": true}', 422, "Validation", "raw_score: Extra inputs"),
+    (b'{"inputs": "x", "truncation_direction": "up"}', 422, "Validation", "truncation_direction"),
+    (b'[1, 2]', 422, "Validation", "body"),
 ])
-def test_bad_requests_are_4xx_json(classify, body, status, words):
+def test_bad_requests_are_4xx_json(classify, body, status, kind, words):
     client, _ = classify
     response = client.post("/predict", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == status, response.text
     error = response.json()
-    assert words in error["error"] and error["error_type"] == "validation"
+    assert words in error["error"] and error["error_type"] == kind, error
     assert client.get("/health").status_code == 200  # the server lives on
 
 
 def test_too_many_items_and_too_long_texts(tmp_path):
     client, _ = client_for(tmp_path, "classify", max_items=3, truncate=False)
     with client:
-        response = client.post("/predict", json={"inputs": ["a", "b", "c", "d"]})
-        assert response.status_code == 413 and "--max-items 3" in response.json()["error"]
+        response = client.post("/predict", json={"inputs": [["a"], ["b"], ["c"], ["d"]]})
+        assert response.status_code == 413 and "--max-items" in response.json()["error"]
+        assert "batch size 4 > maximum allowed batch size 3" in response.json()["error"]
         long_text = " ".join(["the"] * 100)
         response = client.post("/predict", json={"inputs": long_text})
         assert response.status_code == 413 and "limit of 64" in response.json()["error"]
-        truncated = client.post("/predict", json={"inputs": ["he is good", long_text], "truncate": True})
+        truncated = client.post("/predict", json={"inputs": [["he is good"], [long_text]], "truncate": True})
         assert truncated.status_code == 200 and truncated.headers["x-bertkit-truncated"] == "1"
 
 
 def test_unknown_task_for_the_model(classify, tmp_path):
     client, _ = classify
     response = client.post("/fill-mask", json={"inputs": "the [MASK]"})
-    assert response.status_code == 400 and "no masked-LM head" in response.json()["error"]
+    assert response.status_code == 424 and "no masked-LM head" in response.json()["error"]
+    assert response.json()["error_type"] == "Backend"
     mlm, _ = client_for(tmp_path, "mlm")
     with mlm:
         response = mlm.post("/predict", json={"inputs": "the man"})
-        assert response.status_code == 400 and "no task head" in response.json()["error"]
+        assert response.status_code == 424 and "no task head" in response.json()["error"]
 
 
 def test_embed_and_fill_mask_endpoints(tmp_path):
     client, directory = client_for(tmp_path, "mlm")
     bert = load(directory)
     with client:
-        vectors = client.post("/embed", json={"inputs": ["the man went", "he is good"], "pooling": "mean"}).json()
+        vectors = client.post("/embed", json={"inputs": ["the man went", "he is good"], "pooling": "mean",
+                                              "normalize": False}).json()
         assert len(vectors) == 2 and len(vectors[0]) == 16
         assert vectors[1] == pytest.approx(bert.embed("he is good", pool="mean").tolist(), abs=1e-5)
-        one = client.post("/embed", json={"inputs": "he is good", "layers": [-1, -2], "normalize": True}).json()
-        assert len(one) == 32 and sum(x * x for x in one) == pytest.approx(1.0, abs=1e-5)
+        one = client.post("/embed", json={"inputs": "he is good", "layers": [-1, -2]}).json()
+        assert len(one) == 1 and len(one[0]) == 32  # TEI: [[...]] for one input, normalised by default
+        assert sum(x * x for x in one[0]) == pytest.approx(1.0, abs=1e-5)
         bad = client.post("/embed", json={"inputs": "he", "pooling": "max"})
         assert bad.status_code == 422 and "pooling" in bad.json()["error"]
         fill = client.post("/fill-mask", json={"inputs": "the [MASK] went .", "top_k": 3}).json()
@@ -133,7 +147,10 @@ def test_embed_and_fill_mask_endpoints(tmp_path):
         nomask = client.post("/fill-mask", json={"inputs": "the man"})
         assert nomask.status_code == 422 and "[MASK]" in nomask.json()["error"]
         attention = client.post("/attention", json={"inputs": "the man went", "layer": 1, "head": 1}).json()
-        assert attention["tokens"] == ["[CLS]", "the", "man", "went", "[SEP]"]
+        assert attention["tokens"] == ["[CLS]", "the", "man", "went", "[SEP]"] and attention["segment_a"] == 5
+        pair = client.post("/attention", json={"inputs": "the man", "pair": "he went", "head": 1}).json()
+        assert pair["tokens"] == ["[CLS]", "the", "man", "[SEP]", "he", "went", "[SEP]"]
+        assert pair["segment_a"] == 4 and len(pair["attention"]) == 7
         assert all(sum(row) == pytest.approx(1.0, abs=1e-3) for row in attention["attention"])
         assert client.post("/attention", json={"inputs": "x", "head": 9}).status_code == 422
 
@@ -156,8 +173,9 @@ def test_tagging_qa_choice_and_pair_endpoints(tmp_path):
             assert check(answer, item)
             expected = load(directory).predict(item)
             assert type(answer) is type(expected) and len(answer) == len(expected)
-            listed = client.post("/predict", json={"inputs": [item, item]}).json()
-            assert len(listed) == 2
+            batch = [item, item] if isinstance(item, dict) else [item if isinstance(item, list) else [item]] * 2
+            listed = client.post("/predict", json={"inputs": batch}).json()
+            assert len(listed) == 2 and type(listed[0]) is type(answer)
     client, _ = client_for(tmp_path, "qa")
     with client:
         response = client.post("/predict", json={"inputs": {"question": "who"}})
@@ -165,13 +183,13 @@ def test_tagging_qa_choice_and_pair_endpoints(tmp_path):
 
 
 def test_concurrent_shuffled_requests_each_get_their_own_answer(tmp_path):
-    client, directory = client_for(tmp_path, "classify", max_wait_ms=50, max_batch_tokens=256)
+    client, directory = client_for(tmp_path, "classify", max_batch_tokens=256)
     expected = {t: a for t, a in zip(TEXTS, load(directory).predict(TEXTS))}
     requests = [random.Random(seed).choice(TEXTS) for seed in range(60)]
     with client:
         with ThreadPoolExecutor(12) as pool:
             answers = list(pool.map(lambda t: (t, client.post("/predict", json={"inputs": t})), requests))
-        info = client.get("/info").json()
+        info = client.get("/info").json()["bertkit"]
     for text, response in answers:
         assert response.status_code == 200
         got, want = response.json(), expected[text]
@@ -181,7 +199,7 @@ def test_concurrent_shuffled_requests_each_get_their_own_answer(tmp_path):
     assert info["batches_run"] < 60  # some requests really shared a forward pass
 
 
-def test_full_queue_answers_503_at_once_and_in_flight_requests_finish(tmp_path):
+def test_full_queue_answers_429_at_once_and_in_flight_requests_finish(tmp_path):
     directory = make_task_model(tmp_path, "classify")
     bert = load(directory)
     entered, release = threading.Event(), threading.Event()
@@ -193,24 +211,28 @@ def test_full_queue_answers_503_at_once_and_in_flight_requests_finish(tmp_path):
         return run_rows(key, rows)
 
     bert.run_rows = blocking
-    client = TestClient(create_app(ServeConfig(model=str(directory), max_queue=2, max_wait_ms=0), bert))
+    client = TestClient(create_app(ServeConfig(model=str(directory), max_queue=2), bert))
     with client, ThreadPoolExecutor(2) as pool:
         first = pool.submit(client.post, "/predict", json={"inputs": "he is good"})
         assert entered.wait(60)  # the worker holds the first request's row
-        second = pool.submit(client.post, "/predict", json={"inputs": ["the man", "a day"]})
+        second = pool.submit(client.post, "/predict", json={"inputs": [["the man"], ["a day"]]})
         deadline = time.monotonic() + 60
         while client.app.state.service.batcher.queued < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         full = client.post("/predict", json={"inputs": "the night"})
-        assert full.status_code == 503 and full.json()["error_type"] == "overloaded"
-        assert "queue is full" in full.json()["error"] and full.headers["retry-after"] == "1"
+        assert full.status_code == 429 and full.json() == {"error": "Model is overloaded",
+                                                           "error_type": "Overloaded"}
+        assert full.headers["retry-after"] == "1"
+        never = client.post("/predict", json={"inputs": [["a"], ["b"], ["c"]]})  # 3 rows > --max-queue 2
+        assert never.status_code == 413 and never.json()["error_type"] == "Validation"
+        assert "--max-queue 2" in never.json()["error"] and "retry-after" not in never.headers
         release.set()
         assert first.result(60).status_code == 200 and second.result(60).status_code == 200
         assert len(second.result().json()) == 2
 
 
 def test_shutdown_drains_the_queue(tmp_path):
-    client, _ = client_for(tmp_path, "classify", max_wait_ms=10)
+    client, _ = client_for(tmp_path, "classify")
     with client:
         batcher = client.app.state.service.batcher
         assert client.post("/predict", json={"inputs": "he is good"}).status_code == 200
@@ -251,14 +273,14 @@ def test_a_long_text_is_windowed_as_bertkit_predict_does(tmp_path, kind, task, p
     item = text if kind == "sst2" else [text, "the man went to the cafe"]
     record = {"text": text} if kind == "sst2" else {"text": text, "text_pair": "the man went to the cafe"}
     with client:
-        response = client.post("/predict", json={"inputs": [item, "he is good" if kind == "sst2"
-                                                              else ["he is good", "she was bad"]]})
+        batch = [[text], ["he is good"]] if kind == "sst2" else [item, ["he is good", "she was bad"]]
+        response = client.post("/predict", json={"inputs": batch, "raw_scores": kind == "regression"})
         assert response.status_code == 200
         windows = response.headers["x-bertkit-windows"]
         assert windows.startswith("0:") and int(windows[2:]) >= 3 and "," not in windows  # 1: one window
         assert "x-bertkit-truncated" not in response.headers
         answer = response.json()[0]
-        info = client.get("/info").json()["long_text"]
+        info = client.get("/info").json()["bertkit"]["long_text"]
         assert info == {"mode": "window", "stride": 20, "pool_windows": pool}
     cli = predict_cli(tmp_path, task, directory, [record], "--long-text", "window", "--stride", "20",
                       "--pool-windows", pool)[0]
@@ -298,7 +320,8 @@ def test_a_text_shorter_than_one_window_is_unchanged(tmp_path, kind):
     for mode in ("truncate", "window"):
         config = ServeConfig(model=str(directory), long_text={"long_text": mode, "stride": 5})
         with TestClient(create_app(config)) as client:
-            response = client.post(endpoint, json={"inputs": TEXTS, **body})
+            inputs = TEXTS if endpoint == "/embed" else [[t] for t in TEXTS]
+            response = client.post(endpoint, json={"inputs": inputs, **body})
             assert response.status_code == 200 and "x-bertkit-windows" not in response.headers
             answers[mode] = response.json()
     assert answers["window"] == answers["truncate"]  # exactly: the same rows, pooled from one
@@ -312,12 +335,13 @@ def test_embed_windows_a_long_text_as_the_python_api(tmp_path):
     bert = load(directory)
     with client:
         for pooling in ("cls", "mean"):
-            response = client.post("/embed", json={"inputs": [text, "he is good"], "pooling": pooling})
+            response = client.post("/embed", json={"inputs": [text, "he is good"], "pooling": pooling,
+                                                   "normalize": False})
             assert response.headers["x-bertkit-windows"].startswith("0:")
             want = bert.embed([text, "he is good"], pool=pooling, long_text=LongText("window", 20, "max"))
             assert np.allclose(response.json(), want, atol=1e-5)
-        pair = client.post("/embed", json={"inputs": [[text, "he is good"]]})  # pairs: truncated
-        assert pair.headers["x-bertkit-truncated"] == "0" and "x-bertkit-windows" not in pair.headers
+        pair = client.post("/embed", json={"inputs": [[text, "he is good"]]})  # TEI's /embed has no pairs
+        assert pair.status_code == 422 and "inputs[0]" in pair.json()["error"]
 
 
 def test_a_stride_not_smaller_than_the_window_is_refused(tmp_path, capsys):

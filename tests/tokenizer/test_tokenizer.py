@@ -134,3 +134,16 @@ def test_vocab_errors_name_file_and_line(tmp_path):
     path.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n\xff\xfe\n")
     with pytest.raises(DataFormatError, match=r"v.txt:6: not valid UTF-8"):
         Vocab.from_file(path)
+
+
+def test_a_long_text_is_tokenised_in_pieces_with_the_same_ids(tok):
+    from bertkit.tokenizer import tokenizer as module
+
+    words = ["Café", "unwanted", "running,", "中国", "[MASK]", "he\tis", "good!\n", "x" * 120]
+    text = " ".join(words[i % len(words)] for i in range(40_000))
+    pieces = module.whitespace_pieces(text, 1000)
+    assert "".join(pieces) == text and len(pieces) > 100
+    assert all(p[0].isspace() for p in pieces[1:])  # every cut is at white space
+    assert module.whitespace_pieces("a" * 5000, 1000) == ["a" * 5000]  # no white space: one piece
+    assert len(text) > module.LONG_TEXT_PIECE
+    assert tok.text_to_ids(text) == tok._text_to_ids(text)  # in pieces = in one go

@@ -19,9 +19,13 @@ def register(subparsers) -> None:
     from bertkit.serve.config import ServeConfig
 
     serve = subparsers.add_parser(
-        "serve", help="serve a model over HTTP (/predict, /embed, /fill-mask, page at /)",
-        description="Serve MODEL_DIR with dynamic batching: concurrent requests share length-sorted "
-                    "batches under a token budget; a full queue answers 503. See docs/serving.md.")
+        "serve", help="serve a model over text-embeddings-inference's HTTP API (+ /fill-mask, "
+                      "/attention, a page at /)",
+        description="Serve MODEL_DIR over text-embeddings-inference's HTTP API (/predict, /rerank, "
+                    "/embed, /embed_all, /similarity, /tokenize, /decode, /v1/embeddings, /info, "
+                    "/health, /metrics) with continuous batching: the model runs whenever requests "
+                    "wait, and those that arrive meanwhile share the next length-sorted batch under "
+                    "a token budget; a full queue answers 429. See docs/serving.md.")
     serve.add_argument("model", metavar="MODEL_DIR", help="model directory (fine-tuned, INT8 or plain BERT)")
     add_options(serve, ServeConfig, skip=("model", "long_text"))
     add_long_text_arguments(serve)

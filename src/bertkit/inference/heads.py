@@ -83,6 +83,9 @@ class Plan:
     truncated: bool = False
     outputs: list = field(default_factory=list)
     windows: int = 1  # model rows that are windows of one long text (1: not windowed)
+    # classification/regression: the rows' outputs -> the example's logits (its task family's
+    # pooling over windows), for a door that scores them its own way (TEI's raw_scores)
+    logits: Callable[[list[Any]], np.ndarray] | None = None
 
 
 @dataclass
@@ -300,15 +303,18 @@ class TaskInference:
         self._check_overflow(truncated, on_overflow)
         labels, regression = self.labels, self.is_regression
 
+        def example_logits(outputs):
+            return family.example_logits(features, {"logits": outputs})[0]
+
         def finish(outputs):
-            logits = family.example_logits(features, {"logits": outputs})[0]
+            logits = example_logits(outputs)
             if regression:
                 return [{"label": labels[0], "score": float(logits[0])}]
             probs = _softmax(logits.astype(np.float64))
             order = np.argsort(-probs, kind="stable")
             return [{"label": labels[i], "score": float(probs[i])} for i in order]
 
-        return Plan(rows, ("logits",), finish, truncated, windows=len(rows))
+        return Plan(rows, ("logits",), finish, truncated, windows=len(rows), logits=example_logits)
 
     def _pair_cut(self, family, text: str, pair: str | None) -> bool:
         """Does a windowed pair's second text lose tokens (windows keep it beside each one)?"""
@@ -570,6 +576,16 @@ class TaskInference:
             out = self.encoder(ids, types, mask, output_attentions=True)
         matrix = out.attentions[layer][0, head].float().cpu().numpy()
         return self.tokenizer.convert_ids_to_tokens(enc.input_ids), matrix
+
+    # ------------------------------------------------------------------ for bertkit serve
+    def run_token_states(self, rows: Sequence) -> list[np.ndarray]:
+        """One padded forward pass of the encoder over ``rows`` (objects with ``input_ids`` and
+        ``token_type_ids``); each row's last hidden states, ``(T_i, hidden)`` float32 (the
+        server's ``/embed_all`` and its health probe)."""
+        ids, types, mask = self._pad(rows)
+        with torch.inference_mode(), autocast(self.precision, self.device):
+            hidden = self.encoder(ids, types, mask).last_hidden_state.float().cpu().numpy()
+        return [hidden[i, :len(r.input_ids)] for i, r in enumerate(rows)]
 
 
 def token_batches(items: Sequence, length: Callable[[Any], int], max_tokens: int, max_size: int) -> list[list]:

@@ -1,142 +1,499 @@
-"""The HTTP API of ``bertkit serve`` (FastAPI on uvicorn; why: docs/serving.md).
+"""The HTTP API of ``bertkit serve``: text-embeddings-inference's API (FastAPI on uvicorn).
 
-Request bodies follow the Hugging Face inference API and text-embeddings-inference:
-``{"inputs": ITEM}`` or ``{"inputs": [ITEM, ...]}``; an answer is one result for one item, a
-list for a list. ITEM is a text, a pair ``[A, B]`` (pair models; a list of pairs is
-``[[A, B], ...]``), ``{"question", "context"}`` (QA) or ``{"context", "choices"}`` (multiple
-choice). Errors are JSON ``{"error": message, "error_type": kind}`` with a 4xx status (400 a
-malformed body or a request the model cannot serve, 413 too many items or, with
-``--no-truncate``, too long a text, 422 a bad value), 503 when the queue is full. Truncated
-inputs are named in the ``X-Bertkit-Truncated`` response header (their 0-based indexes).
-With ``--long-text window`` (or a model fine-tuned with it) ``/predict`` (classification,
-regression, token tagging) and ``/embed`` read a text longer than the limit in overlapping
-windows (:mod:`bertkit.inference.heads`); the inputs read in more than one window are named in
-the ``X-Bertkit-Windows`` header as ``index:windows`` (e.g. ``0:3,2:2``).
+TEI's routes answer as TEI answers (its ``router/src/http/server.rs`` and ``types.rs``):
+``/predict``, ``/rerank``, ``/embed``, ``/embed_all``, ``/similarity``, ``/tokenize``,
+``/decode``, ``/v1/embeddings`` (and ``/embeddings``), ``/info``, ``/health`` (and ``/ping``),
+``/metrics``, ``POST /`` and ``/invocations`` (the model's own route). Request grammar:
+:mod:`bertkit.serve.inputs`; bodies: :mod:`bertkit.serve.schemas`; errors:
+:mod:`bertkit.serve.errors`. Every answer of a model route carries TEI's timing headers
+(``x-compute-time``, ``x-compute-characters``, ``x-compute-tokens``, ``x-total-time``,
+``x-tokenization-time``, ``x-queue-time``, ``x-inference-time``, in milliseconds) and names its
+truncated inputs in ``X-Bertkit-Truncated`` (0-based indexes) and its windowed ones in
+``X-Bertkit-Windows`` (``index:windows``). bertkit's extras live on routes and fields TEI does
+not use: ``/fill-mask``, ``/attention``, question answering and multiple choice on ``/predict``,
+``pooling``/``layers`` on ``/embed``, the page at ``GET /`` (for a browser; other clients get
+TEI's health answer there) and ``/docs`` (Swagger UI served from the package, offline).
+The table of every route and field is in docs/serving.md.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
+import time
 from importlib import resources
 from typing import Any
 
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field, StrictInt
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.cpu import torch_threads
 from bertkit.inference.heads import InputError, Plan
-from bertkit.serve.batcher import DynamicBatcher, QueueFull
+from bertkit.serve import schemas as s
+from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
 from bertkit.serve.config import ServeConfig
+from bertkit.serve.errors import ApiError, from_input_error
+from bertkit.serve.inputs import (
+    check_batch_size,
+    check_text,
+    embed_items,
+    id_row,
+    left_row,
+    predict_items,
+)
+from bertkit.serve.metrics import CONTENT_TYPE, Metrics
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
+VERSION = "1"
+OFF_LOOP_CHARS = 20_000  # requests with more characters are tokenised in a worker thread
+HEALTH_TIMEOUT_S = 30.0
+ERRORS = {status: {"model": s.ErrorResponse} for status in (400, 413, 422, 424, 429)}
 
 
-class PredictBody(BaseModel):
-    inputs: Any = Field(..., description="a text, a pair [A, B], {question, context}, "
-                                         "{context, choices}, or a list of those",
-                        examples=["a great movie", ["the first sentence", "the second"]])
-    truncate: bool | None = Field(None, description="truncate over-long inputs (default: the server's setting)")
+def _ms(seconds: float) -> str:
+    return str(int(seconds * 1000))
 
 
-class EmbedBody(PredictBody):
-    pooling: str = Field("cls", description="cls or mean")
-    layers: list[StrictInt] = Field([-1], description="hidden states to concatenate (-1 = last layer)")
-    normalize: bool = Field(False, description="scale each vector to unit length")
-
-
-class FillMaskBody(PredictBody):
-    top_k: StrictInt = Field(5, description="candidates per [MASK] (1-100)")
-
-
-class AttentionBody(BaseModel):
-    inputs: str = Field(..., description="one text")
-    layer: StrictInt = Field(-1, description="encoder layer (negative counts from the last)")
-    head: StrictInt = Field(0, description="attention head")
-
-
-def _error(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": message, "error_type": kind}, status_code=status)
-
-
-def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
-    errors = exc.errors()
-    if any(e.get("type") == "json_invalid" for e in errors):
-        where = next(e for e in errors if e.get("type") == "json_invalid")
-        return 400, f"malformed JSON: {where.get('ctx', {}).get('error', where.get('msg'))}"
-    parts = []
-    for e in errors:
-        location = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
-        parts.append(f"{location}: {e.get('msg')}")
-    return 422, "; ".join(parts)
+def tei_scores(logits: np.ndarray, labels: list[str], raw: bool, function: str | None = None,
+               top_k: int | None = None) -> list[dict]:
+    """TEI's ``/predict`` answer from one input's logits: softmax over 2+ labels, sigmoid for
+    one (unless ``raw``); best first (``function`` / ``top_k``: the HF API's parameters)."""
+    x = np.asarray(logits, dtype=np.float64)
+    function = "none" if raw else function or ("softmax" if len(x) > 1 else "sigmoid")
+    if function == "softmax":
+        e = np.exp(x - x.max())
+        x = e / e.sum()
+    elif function == "sigmoid":
+        x = 1 / (1 + np.exp(-x))
+    order = np.argsort(-x, kind="stable")[:top_k]
+    return [{"score": float(x[i]), "label": labels[i]} for i in order]
 
 
 class Service:
-    """The loaded model, its batcher and the request logic of every endpoint."""
+    """The loaded model, its batcher, its metrics and the logic of every route."""
 
     def __init__(self, config: ServeConfig, bert):
         self.config = config
         self.bert = bert
-        self.batcher: DynamicBatcher | None = None
+        self.batcher: ContinuousBatcher | None = None
         self.long_text = bert.long_text_choice(config.long_text)  # a bad --stride: refused here
+        self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0)
 
     def start(self) -> None:
         c = self.config
-        self.batcher = DynamicBatcher(self.bert.run_rows, c.max_batch_tokens, c.max_batch_size,
-                                      c.max_wait_ms / 1000, c.max_queue)
+        self.batcher = ContinuousBatcher(self.run_rows, c.max_batch_tokens, c.max_batch_size, c.max_queue,
+                                         on_batch=self.metrics.on_batch)
 
     def stop(self) -> None:
         if self.batcher is not None:
             self.batcher.close()
 
-    def items(self, inputs: Any, for_predict: bool) -> tuple[list, bool]:
-        """``(items, single)`` of a body's ``inputs``; too many or no items is an error."""
-        if isinstance(inputs, list) and not (for_predict and self.bert.is_pair_item(inputs)):
-            if not inputs:
-                raise InputError("inputs is an empty list")
-            if len(inputs) > self.config.max_items:
-                raise InputError(f"{len(inputs)} inputs, more than the server's --max-items "
-                                 f"{self.config.max_items}", status=413)
-            return inputs, False
-        if inputs is None:
-            raise InputError("inputs is null")
-        return [inputs], True
+    def run_rows(self, key: tuple, rows) -> list:
+        """The batcher's forward pass: the engine's rows, or token states (``/embed_all``)."""
+        if key == ("states",):
+            return self.bert.run_token_states(rows)
+        return self.bert.run_rows(key, rows)
+
+    # ------------------------------------------------------------------ what the model is
+    @property
+    def num_labels(self) -> int:
+        return len(self.bert.labels)
+
+    @property
+    def model_kind(self) -> str:
+        """TEI's model type: ``classifier``, ``reranker`` (one label) or ``embedding``."""
+        task = self.bert.task
+        if task == "text-classification":
+            return "reranker" if self.num_labels == 1 else "classifier"
+        if task in ("token-classification", "question-answering", "multiple-choice"):
+            return "classifier"
+        return "embedding"
 
     def overflow(self, truncate: bool | None) -> str:
-        return "truncate" if (self.config.truncate if truncate is None else truncate) else "error"
+        return "truncate" if self.truncates(truncate) else "error"
 
-    async def answer(self, plans: list[Plan], single: bool) -> JSONResponse:
-        answers = await self.batcher.run(plans)
+    def truncates(self, truncate: bool | None) -> bool:
+        return self.config.truncate if truncate is None else truncate
+
+    # ------------------------------------------------------------------ planning and answering
+    async def plans(self, make, items: list, single: bool) -> tuple[list[Plan], float]:
+        """``make(item, where)`` for every item (off the event loop for long requests) and the
+        seconds it took; an engine :class:`InputError` names the item of a batch."""
+        def build():
+            out = []
+            for i, item in enumerate(items):
+                where = "" if single else f"inputs[{i}]: "
+                try:
+                    out.append(make(item, where))
+                except InputError as e:
+                    raise from_input_error(e, where) from None
+            return out
+
+        start = time.perf_counter()
+        if _chars(items) > OFF_LOOP_CHARS:  # a long text (windows) must not stall /health
+            plans = await run_in_threadpool(build)
+        else:  # short: in the loop (fewer threads contending for the GIL with the forward passes)
+            plans = build()
+        return plans, time.perf_counter() - start
+
+    async def run(self, route: str, plans: list[Plan], single: bool, started: float,
+                  tokenizing: float, chars: int) -> tuple[list, dict]:
+        """The plans' answers and the answer headers (TEI's timings, bertkit's truncation)."""
+        self.metrics.requests.labels(route, "single" if single else "batch").inc()
+        answers, timings = await self.batcher.run(plans)
+        headers = self.headers(plans, started, tokenizing, timings, chars)
+        self.metrics.success.labels(route).inc()
+        return answers, headers
+
+    def headers(self, plans: list[Plan], started: float, tokenizing: float, t: Timings, chars: int) -> dict:
+        total = time.perf_counter() - started
+        m = self.metrics
+        m.duration.observe(total)
+        m.tokenization.observe(tokenizing)
+        m.queue.observe(t.queue)
+        m.inference.observe(t.inference)
+        m.input_length.observe(t.tokens)
+        headers = {"x-compute-type": str(self.bert.device.type), "x-compute-time": _ms(total),
+                   "x-compute-characters": str(chars), "x-compute-tokens": str(t.tokens),
+                   "x-total-time": _ms(total), "x-tokenization-time": _ms(tokenizing / max(len(plans), 1)),
+                   "x-queue-time": _ms(t.queue), "x-inference-time": _ms(t.inference)}
         truncated = [i for i, p in enumerate(plans) if p.truncated]
         windowed = [f"{i}:{p.windows}" for i, p in enumerate(plans) if p.windows > 1]
-        headers = {}
         if truncated:
             headers[TRUNCATED_HEADER] = ",".join(map(str, truncated))
         if windowed:
             headers[WINDOWS_HEADER] = ",".join(windowed)
-        return JSONResponse(answers[0] if single else answers, headers=headers or None)
+        return headers
 
+    def left(self, plan: Plan, text: str, pair: str | None, where: str) -> Plan:
+        """``truncation_direction: left``: a truncated single-window row is rebuilt cut from
+        the left (classification, rerank, embeddings); other tasks refuse it."""
+        if not plan.truncated:
+            return plan
+        if plan.windows > 1 or plan.key[0] not in ("logits", "embed", "states"):
+            raise ApiError(f"{where}truncation_direction 'left' is not supported for this input "
+                           f"({self.bert.task}{', windows' if plan.windows > 1 else ''})")
+        plan.rows = [left_row(self.bert.tokenizer, text, pair, self.bert.max_length)]
+        return plan
+
+    # ------------------------------------------------------------------ /predict, /rerank
+    async def predict(self, body: s.PredictRequest) -> tuple[Any, dict]:
+        started = time.perf_counter()
+        bert, task = self.bert, self.bert.task
+        if task not in ("text-classification", "token-classification", "question-answering",
+                        "multiple-choice"):
+            raise ApiError(f"this model ({type(bert.model).__name__}) has no task head for /predict; it "
+                           f"serves {'/fill-mask and ' if task == 'fill-mask' else ''}/embed", "Backend")
+        structured = task in ("question-answering", "multiple-choice")
+        items, single = predict_items(body.inputs, structured, self.config.max_items)
+        params = body.parameters or s.HFParameters()
+        left = body.truncation_direction.lower() == "left"
+        overflow = self.overflow(body.truncate)
+
+        def make(item, where):
+            texts = item if isinstance(item, list) else [item] if isinstance(item, str) else []
+            for t in texts:
+                check_text(t, where)
+            plan = bert.plan_predict(item, overflow, self.long_text)
+            if isinstance(item, str) and len(plan.rows) == 1 and len(plan.rows[0].input_ids) <= 2:
+                raise ApiError(f"{where}the input has no tokens", "Empty")
+            if left and texts:
+                plan = self.left(plan, texts[0], texts[1] if len(texts) == 2 else None, where)
+            if task == "text-classification":  # the family's logits, scored as TEI scores them
+                labels, logits = bert.labels, plan.logits
+                plan.finish = lambda outputs: tei_scores(logits(outputs), labels, body.raw_scores,
+                                                         params.function_to_apply, params.top_k)
+            return plan
+
+        plans, tokenizing = await self.plans(make, items, single)
+        answers, headers = await self.run("predict", plans, single, started, tokenizing, _chars(items))
+        return (answers[0] if single else answers), headers
+
+    async def rerank(self, body: s.RerankRequest) -> tuple[list, dict]:
+        started = time.perf_counter()
+        if not body.texts:
+            raise ApiError("`texts` cannot be empty", "Empty")
+        if self.model_kind != "reranker":
+            raise ApiError("model is not a re-ranker model (/rerank needs a sentence-pair "
+                           "classifier with one output)", "Backend")
+        check_batch_size(len(body.texts), self.config.max_items)
+        check_text(body.query, "query: ")
+        overflow, left, bert = self.overflow(body.truncate), body.truncation_direction.lower() == "left", self.bert
+
+        def make(text, where):
+            check_text(text, where)
+            plan = bert.plan_predict([body.query, text], overflow, self.long_text)
+            if left:
+                plan = self.left(plan, body.query, text, where)
+            plan.finish = lambda outputs: tei_scores(outputs[0], ["score"], body.raw_scores)[0]["score"]
+            return plan
+
+        plans, tokenizing = await self.plans(make, list(body.texts), False)
+        scores, headers = await self.run("rerank", plans, False, started, tokenizing,
+                                         _chars(body.texts) + len(body.query) * len(body.texts))
+        ranks = [{"index": i, **({"text": body.texts[i]} if body.return_text else {}), "score": float(x)}
+                 for i, x in enumerate(scores)]
+        ranks.sort(key=lambda r: -r["score"])
+        return ranks, headers
+
+    # ------------------------------------------------------------------ embeddings
+    def embed_plan(self, item, where: str, layers, pooling: str, truncate: bool | None, left: bool,
+                   dimensions: int | None, normalize: bool) -> Plan:
+        """One ``/embed`` input (a text or token ids): the engine's plan, its rows rebuilt for
+        ids or left truncation, its vector cut to ``dimensions`` then normalised."""
+        bert = self.bert
+        overflow = self.overflow(truncate)
+        if isinstance(item, str):
+            check_text(item, where)
+            plan = bert.plan_embed(item, layers, pooling, False, overflow, self.long_text)
+            if left:
+                plan = self.left(plan, item, None, where)
+        else:  # token ids: the engine plans a text, so plan one and give it the client's row
+            row = id_row(item, bert.model.config.vocab_size, bert.max_length, self.truncates(truncate), left, where)
+            plan = bert.plan_embed("x", layers, pooling, False, "truncate", None)
+            plan.rows, plan.truncated, plan.windows = [row], bool(row.num_truncated), 1
+        pooled = plan.finish
+
+        def finish(outputs):
+            vector = np.asarray(pooled(outputs), dtype=np.float64)
+            if dimensions is not None:
+                if dimensions > len(vector):
+                    raise ApiError("`dimensions` should be smaller than the maximum embedding dimension.")
+                vector = vector[:dimensions]
+            if normalize:
+                vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+            return [float(x) for x in vector]
+
+        plan.finish = finish
+        return plan
+
+    async def embeddings(self, route: str, inputs: Any, field: str, truncate: bool | None, left: bool,
+                         normalize: bool, dimensions: int | None, pooling: str | None = None,
+                         layers: list[int] | None = None) -> tuple[list, dict]:
+        started = time.perf_counter()
+        if dimensions is not None and dimensions < 1:
+            raise ApiError("`dimensions` should be positive")
+        items, single = embed_items(inputs, self.config.max_items, field)
+        layers = tuple(layers) if layers is not None else (-1,)
+        pooling = pooling or "cls"
+
+        def make(item, where):
+            return self.embed_plan(item, where, layers, pooling, truncate, left, dimensions, normalize)
+
+        plans, tokenizing = await self.plans(make, items, single)
+        return await self.run(route, plans, single, started, tokenizing, _chars(items))
+
+    async def embed_all(self, body: s.EmbedAllRequest) -> tuple[list, dict]:
+        started = time.perf_counter()
+        _no_prompts(body.prompt_name)
+        items, single = embed_items(body.inputs, self.config.max_items)
+        bert, truncate = self.bert, self.truncates(body.truncate)
+        left = body.truncation_direction.lower() == "left"
+
+        def make(item, where):
+            if isinstance(item, str):
+                check_text(item, where)
+                if left:
+                    row = left_row(bert.tokenizer, item, None, bert.max_length)
+                else:
+                    row = bert.tokenizer.encode(item, max_length=bert.max_length, truncation="longest_first")
+                if row.num_truncated and not truncate:
+                    raise ApiError(f"{where}the input has {len(row.input_ids) + row.num_truncated} tokens, "
+                                   f"more than the model's limit of {bert.max_length}", "Validation", 413)
+            else:
+                row = id_row(item, bert.model.config.vocab_size, bert.max_length, truncate, left, where)
+            return Plan([row], ("states",), lambda outputs: outputs[0].tolist(), bool(row.num_truncated))
+
+        plans, tokenizing = await self.plans(make, items, single)
+        return await self.run("embed_all", plans, single, started, tokenizing, _chars(items))
+
+    async def similarity(self, body: s.SimilarityRequest) -> tuple[list, dict]:
+        if not body.inputs.sentences:
+            raise ApiError("`inputs.sentences` cannot be empty", "Empty")
+        p = body.parameters or s.SimilarityParameters()
+        _no_prompts(p.prompt_name)
+        check_batch_size(len(body.inputs.sentences) + 1, self.config.max_items)
+        vectors, headers = await self.embeddings("similarity", [body.inputs.source_sentence, *body.inputs.sentences],
+                                                 "inputs", p.truncate, p.truncation_direction.lower() == "left",
+                                                 True, None)
+        source = np.asarray(vectors[0])
+        return [float(np.dot(source, np.asarray(v))) for v in vectors[1:]], headers
+
+    # ------------------------------------------------------------------ tokenizer routes
+    def tokenize(self, body: s.TokenizeRequest) -> list:
+        _no_prompts(body.prompt_name)
+        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        if not texts:
+            raise ApiError("`inputs` cannot be empty", "Empty")
+        check_batch_size(len(texts), self.config.max_items)
+        return [self.tokens(t, body.add_special_tokens, f"inputs[{i}]: " if len(texts) > 1 else "")
+                for i, t in enumerate(texts)]
+
+    def tokens(self, text: str, special: bool, where: str) -> list[dict]:
+        """TEI's ``SimpleToken`` list: ``start``/``stop`` are UTF-8 byte offsets (as TEI's Rust
+        tokenizer gives them), ``text`` the piece of the input; special tokens have no span."""
+        if not text:
+            raise ApiError(f"{where}`inputs` cannot be empty", "Empty")
+        tok = self.bert.tokenizer
+        ids, offsets = tok.text_to_ids_and_offsets(text)
+        byte_at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])]).astype(int)
+        specials = set(tok.special_token_ids)
+        out = []
+        for token_id, (a, b) in zip(ids, offsets):
+            if token_id in specials:
+                out.append(_special(tok, token_id))
+            else:
+                out.append({"id": token_id, "text": text[a:b], "special": False,
+                            "start": int(byte_at[a]), "stop": int(byte_at[b])})
+        if special:
+            out = [_special(tok, tok.cls_token_id), *out, _special(tok, tok.sep_token_id)]
+        return out
+
+    def decode(self, body: s.DecodeRequest) -> list[str]:
+        """TEI's ``/decode``: ids (``[]`` decodes to ``""``) or a batch of id lists."""
+        batch = body.ids if body.ids and isinstance(body.ids[0], list) else [body.ids]
+        check_batch_size(len(batch), self.config.max_items)
+        size = self.bert.model.config.vocab_size
+        for i, row in enumerate(batch):
+            bad = next((x for x in row if not 0 <= x < size), None)
+            if bad is not None:
+                where = f"ids[{i}]: " if len(batch) > 1 else ""
+                raise ApiError(f"{where}token id {bad} is outside the vocabulary (0..{size - 1})", "Tokenizer")
+        return [self.bert.tokenizer.decode(row, skip_special_tokens=body.skip_special_tokens) for row in batch]
+
+    # ------------------------------------------------------------------ bertkit extras
+    async def fill_mask(self, body: s.FillMaskRequest) -> tuple[Any, dict]:
+        started = time.perf_counter()
+        single = not isinstance(body.inputs, list)
+        items = [body.inputs] if single else body.inputs
+        if not items:
+            raise ApiError("`inputs` cannot be empty", "Empty")
+        check_batch_size(len(items), self.config.max_items)
+        overflow = self.overflow(body.truncate)
+        plans, tokenizing = await self.plans(lambda x, where: self.bert.plan_fill_mask(x, body.top_k, overflow),
+                                             items, single)
+        answers, headers = await self.run("fill-mask", plans, single, started, tokenizing, _chars(items))
+        return (answers[0] if single else answers), headers
+
+    async def attention(self, body: s.AttentionRequest) -> tuple[dict, dict]:
+        bert = self.bert
+        enc = bert.tokenizer.encode(body.inputs, body.pair, max_length=bert.max_length, truncation="longest_first")
+        try:  # outside the batcher: one request's one forward pass with attentions
+            tokens, matrix = await run_in_threadpool(bert.attention, body.inputs, body.layer, body.head, body.pair)
+        except InputError as e:
+            raise from_input_error(e) from None
+        first = enc.input_ids.index(bert.tokenizer.sep_token_id) + 1 if body.pair is not None else len(tokens)
+        answer = {"tokens": tokens, "layer": body.layer, "head": body.head, "segment_a": first,
+                  "attention": [[round(float(x), 5) for x in row] for row in matrix]}
+        return answer, ({TRUNCATED_HEADER: "0"} if enc.num_truncated else {})
+
+    # ------------------------------------------------------------------ /info, /health
     def info(self) -> dict:
         bert, c = self.bert, self.config
         config = bert.model.config
-        return {"model": c.model, "task": bert.task, "labels": bert.labels,
-                "pair_inputs": bert.pair_inputs, "max_length": bert.max_length,
-                "precision": bert.precision, "num_layers": config.num_hidden_layers,
-                "num_heads": config.num_attention_heads, "hidden_size": config.hidden_size,
-                "max_batch_tokens": c.max_batch_tokens, "max_batch_size": c.max_batch_size,
-                "max_wait_ms": c.max_wait_ms, "max_queue": c.max_queue, "max_items": c.max_items,
-                "truncate": c.truncate,
-                "long_text": {"mode": self.long_text.mode, "stride": self.long_text.stride,
-                              "pool_windows": self.long_text.pool},
-                "batches_run": self.batcher.batches_run if self.batcher else 0,
-                "rows_run": self.batcher.rows_run if self.batcher else 0}
+        labels = bert.labels
+        kind = self.model_kind
+        heads = _heads(bert.model)
+        model_type = ({kind: {"id2label": {str(i): x for i, x in enumerate(labels)},
+                              "label2id": {x: i for i, x in enumerate(labels)}}}
+                      if kind != "embedding" else {"embedding": {"pooling": "cls"}})
+        dtype = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}.get(bert.precision, bert.precision)
+        return {"model_id": c.model, "model_sha": None, "model_dtype": dtype, "served_model_name": c.model,
+                "model_type": model_type, "max_concurrent_requests": c.max_queue,
+                "max_input_length": bert.max_length, "max_batch_tokens": c.max_batch_tokens,
+                "max_batch_requests": c.max_batch_size, "max_client_batch_size": c.max_items,
+                "auto_truncate": c.truncate, "tokenization_workers": 1, "version": VERSION,
+                "sha": None, "docker_label": None,
+                "bertkit": {"task": bert.task, "labels": labels, "pair_inputs": bert.pair_inputs,
+                            "max_length": bert.max_length, "precision": bert.precision,
+                            "num_layers": config.num_hidden_layers, "num_heads": max(heads),
+                            "heads_per_layer": heads,
+                            "hidden_size": config.hidden_size,
+                            "long_text": {"mode": self.long_text.mode, "stride": self.long_text.stride,
+                                          "pool_windows": self.long_text.pool},
+                            "batches_run": self.batcher.batches_run if self.batcher else 0,
+                            "rows_run": self.batcher.rows_run if self.batcher else 0}}
+
+    async def healthy(self) -> bool:
+        """The worker thread lives and the model answers: busy, it is working; idle, a
+        two-token probe runs through the batcher (as TEI's backend health check)."""
+        b = self.batcher
+        if b is None or not b.alive:
+            return False
+        if b.running or b.queued:
+            return True
+        tok = self.bert.tokenizer
+        probe = Plan([_Tokens([tok.cls_token_id, tok.sep_token_id])], ("states",), lambda outputs: True)
+        try:
+            await asyncio.wait_for(b.run([probe]), HEALTH_TIMEOUT_S)
+        except Exception:
+            return False
+        return True
+
+
+class _Tokens:
+    def __init__(self, ids):
+        self.input_ids, self.token_type_ids, self.num_truncated = ids, [0] * len(ids), 0
+
+
+def _special(tok, token_id: int) -> dict:
+    return {"id": token_id, "text": tok.convert_ids_to_tokens(token_id), "special": True, "start": None,
+            "stop": None}
+
+
+def _chars(items) -> int:
+    """Characters of a request's texts (token ids count one each), as TEI's ``count_chars``."""
+    total = 0
+    for x in items:
+        if isinstance(x, str):
+            total += len(x)
+        elif isinstance(x, list):
+            total += _chars(x) if x and not isinstance(x[0], int) else len(x)
+        elif isinstance(x, dict):
+            total += _chars(list(v for v in x.values() if isinstance(v, str | list)))
+    return total
+
+
+def _heads(model) -> list[int]:
+    """Attention heads of each layer: a pruned model has fewer than its config's
+    ``num_attention_heads`` (the config's ``pruned_heads`` says which are gone)."""
+    from bertkit.model.pruning import remaining_heads
+
+    config = model.config
+    return [len(remaining_heads(config, layer)) for layer in range(config.num_hidden_layers)]
+
+
+def _no_prompts(prompt_name: str | None) -> None:
+    if prompt_name is not None:
+        raise ApiError(f"prompt_name {prompt_name!r}: this model has no sentence-transformers prompts")
+
+
+def _validation(exc: Exception) -> ApiError:
+    """FastAPI's or pydantic's validation error as an :class:`ApiError` (400 bad JSON, else 422
+    naming each field)."""
+    errors = exc.errors()
+    bad_json = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if bad_json is not None:
+        return ApiError(f"malformed JSON: {bad_json.get('ctx', {}).get('error', bad_json.get('msg'))}",
+                        "Validation", 400)
+    parts = []
+    for e in errors:
+        location = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{location}: {e.get('msg')}")
+    return ApiError("; ".join(dict.fromkeys(parts)), "Validation")
 
 
 def create_app(config: ServeConfig, bert=None) -> FastAPI:
     """The application serving ``config.model`` (or the already loaded ``bert``)."""
+    from bertkit.serve.gate import Gate, add_docs
+
     config.check()
     if bert is None:
         from bertkit.inference import load
@@ -161,67 +518,165 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
         finally:  # uvicorn has finished the requests in flight; the queue is drained here
             await run_in_threadpool(service.stop)
 
-    app = FastAPI(title="bertkit serve", version="1", lifespan=lifespan,
-                  description="A bertkit model behind an HTTP API (see docs/serving.md).")
+    app = FastAPI(title="bertkit serve", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="A bertkit model behind text-embeddings-inference's HTTP API "
+                              "(docs/serving.md has the table of routes and fields).")
     app.state.service = service
+    add_docs(app)
+    Gate.install(app, config)
+
+    def fail(request: Request, error: ApiError) -> JSONResponse:
+        service.metrics.failure.labels(error.error_type).inc()
+        return JSONResponse(error.body(request.url.path), status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(ApiError)
+    async def on_api_error(request: Request, exc: ApiError):
+        return fail(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, exc: RequestValidationError):
-        status, message = _validation_message(exc)
-        return _error(status, message, "validation")
+        return fail(request, _validation(exc))
 
     @app.exception_handler(InputError)
     async def on_input(request: Request, exc: InputError):
-        kind = {413: "too_large", 400: "unsupported"}.get(exc.status, "validation")
-        return _error(exc.status, str(exc), kind)
+        return fail(request, from_input_error(exc))
 
     @app.exception_handler(QueueFull)
     async def on_full(request: Request, exc: QueueFull):
-        return JSONResponse({"error": str(exc), "error_type": "overloaded"}, status_code=503,
-                            headers={"Retry-After": "1"})
+        return fail(request, ApiError(str(exc), "Overloaded", headers={"Retry-After": "1"}))
 
-    async def plan(make, inputs, for_predict=False):
-        items, single = service.items(inputs, for_predict)
-        plans = [make(x) for x in items]  # in the event loop: tokenising is short, and fewer
-        # threads contending for the GIL keep the batcher's forward passes from stalling
-        return await service.answer(plans, single)
+    @app.exception_handler(NeverFits)
+    async def on_never(request: Request, exc: NeverFits):
+        return fail(request, ApiError(str(exc), "Validation", 413))
 
-    @app.post("/predict", summary="the task head's answer (classification, tagging, QA, choice)")
-    async def predict(body: PredictBody):
-        overflow = service.overflow(body.truncate)
-        return await plan(lambda x: bert.plan_predict(x, overflow, service.long_text), body.inputs,
-                          for_predict=True)
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException):
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "Validation")
+        message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on "
+                   f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
+        return fail(request, ApiError(message, kind, exc.status_code, getattr(exc, "headers", None)))
 
-    @app.post("/embed", summary="one vector per input (pooling and layers as bertkit embed)")
-    async def embed(body: EmbedBody):
-        overflow = service.overflow(body.truncate)
-        return await plan(lambda x: bert.plan_embed(x, body.layers, body.pooling, body.normalize, overflow,
-                                                    service.long_text), body.inputs)
+    def reply(answer_headers) -> JSONResponse:
+        answer, headers = answer_headers
+        return JSONResponse(answer, headers=headers)
 
-    @app.post("/fill-mask", summary="candidates for every [MASK]")
-    async def fill_mask(body: FillMaskBody):
-        overflow = service.overflow(body.truncate)
-        return await plan(lambda x: bert.plan_fill_mask(x, body.top_k, overflow), body.inputs)
+    tag = ["text-embeddings-inference"]
+    extra = ["bertkit extras"]
 
-    @app.post("/attention", summary="one head's attention probabilities (tokens x tokens)")
-    async def attention(body: AttentionBody):
-        tokens, matrix = await run_in_threadpool(bert.attention, body.inputs, body.layer, body.head)
-        return {"tokens": tokens, "layer": body.layer, "head": body.head,
-                "attention": [[round(float(x), 5) for x in row] for row in matrix]}
+    @app.post("/predict", tags=tag, responses=ERRORS, response_model=s.PREDICT_ANSWER,
+              summary="classification scores (TEI); bertkit: entities, QA spans, choices")
+    async def predict(body: s.PredictRequest):
+        return reply(await service.predict(body))
 
-    @app.get("/health", summary="200 while the server runs")
-    async def health():
-        return {"status": "ok"}
+    @app.post("/rerank", tags=tag, responses=ERRORS, response_model=list[s.Rank],
+              summary="texts ranked against a query (a one-output pair classifier)")
+    async def rerank(body: s.RerankRequest):
+        return reply(await service.rerank(body))
 
-    @app.get("/info", summary="task, labels, max length, precision and batching settings")
+    @app.post("/embed", tags=tag, responses=ERRORS, response_model=list[list[float]],
+              summary="one vector per input (normalised by default)")
+    async def embed(body: s.EmbedRequest):
+        _no_prompts(body.prompt_name)
+        return reply(await service.embeddings("embed", body.inputs, "inputs", body.truncate,
+                                              body.truncation_direction.lower() == "left", body.normalize,
+                                              body.dimensions, body.pooling, body.layers))
+
+    @app.post("/embed_all", tags=tag, responses=ERRORS, response_model=list[list[list[float]]],
+              summary="every token's last hidden state, per input")
+    async def embed_all(body: s.EmbedAllRequest):
+        return reply(await service.embed_all(body))
+
+    @app.post("/similarity", tags=tag, responses=ERRORS, response_model=list[float],
+              summary="cosine similarity of each sentence to the source sentence")
+    async def similarity(body: s.SimilarityRequest):
+        return reply(await service.similarity(body))
+
+    async def openai(body: s.OpenAIRequest):
+        vectors, headers = await service.embeddings("openai", body.input, "input", None, False, True,
+                                                    body.dimensions)
+        if body.encoding_format == "base64":
+            vectors = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]
+        data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
+        tokens = int(headers["x-compute-tokens"])
+        return JSONResponse({"object": "list", "data": data, "model": config.model,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers=headers)
+
+    for path in ("/v1/embeddings", "/embeddings"):
+        app.post(path, tags=tag, response_model=s.OpenAIResponse,
+                 responses={k: {"model": s.OpenAIErrorResponse} for k in ERRORS},
+                 summary="OpenAI-compatible embeddings (always normalised)")(openai)
+
+    @app.post("/tokenize", tags=tag, responses=ERRORS, response_model=list[list[s.SimpleToken]],
+              summary="tokens with ids and byte offsets")
+    async def tokenize(body: s.TokenizeRequest):
+        return service.tokenize(body)
+
+    @app.post("/decode", tags=tag, responses=ERRORS, response_model=list[str], summary="text of token ids")
+    async def decode(body: s.DecodeRequest):
+        return service.decode(body)
+
+    @app.get("/info", tags=tag, response_model=s.Info, summary="the served model and the server's limits")
     async def info():
         return service.info()
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page():
+    async def health():
+        if await service.healthy():
+            return Response(status_code=200)
+        raise ApiError("unhealthy", "Unhealthy")
+
+    for path in ("/health", "/ping"):
+        app.get(path, tags=tag, responses={200: {"description": "the model answers (empty body)"},
+                                           503: {"model": s.ErrorResponse}},
+                summary="200 when the model answers")(health)
+
+    @app.get("/metrics", tags=tag, summary="Prometheus metrics")
+    async def metrics():
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.post("/fill-mask", tags=extra, responses=ERRORS, summary="candidates for every [MASK]")
+    async def fill_mask(body: s.FillMaskRequest):
+        return reply(await service.fill_mask(body))
+
+    @app.post("/attention", tags=extra, responses=ERRORS,
+              summary="one head's attention probabilities (tokens x tokens), pairs included")
+    async def attention(body: s.AttentionRequest):
+        return reply(await service.attention(body))
+
+    async def root(request: Request):
+        """The model's own route (TEI: predict for a classifier, rerank for a reranker, embed
+        for an embedding model; an embedding model also takes ``sentence_similarity``'s body)."""
+        data = await _json(request)
+        kind = service.model_kind
+        try:
+            if kind == "reranker":
+                return reply(await service.rerank(s.RerankRequest.model_validate(data)))
+            if kind == "classifier":
+                return reply(await service.predict(s.PredictRequest.model_validate(data)))
+            if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
+                return reply(await service.similarity(s.SimilarityRequest.model_validate(data)))
+            return await embed(s.EmbedRequest.model_validate(data))
+        except ValidationError as e:
+            raise _validation(e) from None
+
+    for path in ("/", "/invocations"):
+        app.post(path, tags=tag, responses=ERRORS, summary="the model's own route (as TEI)")(root)
+
+    @app.get("/", include_in_schema=False)
+    async def page(request: Request):
+        if "text/html" not in request.headers.get("accept", ""):
+            return await health()  # TEI: GET / is the health check
         return HTMLResponse(resources.files("bertkit.serve").joinpath("page.html").read_text("utf-8"))
 
     return app
+
+
+async def _json(request: Request) -> Any:
+    import json
+
+    try:
+        return json.loads(await request.body())
+    except ValueError as e:
+        raise ApiError(f"malformed JSON: {e}", "Validation", 400) from None
 
 
 def app_from_env() -> FastAPI:

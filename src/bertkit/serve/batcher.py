@@ -1,13 +1,18 @@
-"""Dynamic batching: rows of concurrent requests share forward passes.
+"""Continuous batching: rows of concurrent requests share forward passes, with no waiting.
 
 A request's plans (:class:`~bertkit.inference.heads.Plan`) put their rows on one queue. A
-single worker thread waits until the oldest row has waited ``max_wait`` seconds or the queue
-holds a token budget's worth, takes every queued row with the oldest row's key, sorts them by
-length and runs them in batches of at most ``max_batch_tokens`` padded tokens and
-``max_batch_size`` rows (:func:`~bertkit.inference.heads.token_batches`); each output goes back
-to the future of its own row. The queue is bounded: :meth:`DynamicBatcher.submit` raises
-:class:`QueueFull` at once when the rows would not fit (the server answers 503).
-:meth:`DynamicBatcher.close` stops taking new rows, finishes every queued row, then stops.
+single worker thread runs the model whenever the queue holds rows: it never waits for company
+(a lone request on an idle model goes straight in). While it runs a batch, new rows gather
+in the queue; the next batch is cut from them: the rows sharing the oldest row's key are sorted
+by length and cut into batches of at most ``max_batch_tokens`` padded tokens and
+``max_batch_size`` rows (:func:`~bertkit.inference.heads.token_batches`); the batch that holds
+the oldest row runs (so no row waits forever), the others stay queued for newcomers to join.
+Each output goes back to the future of its own row with its queue and inference times.
+
+The queue is bounded: :meth:`ContinuousBatcher.submit` raises :class:`NeverFits` (the server
+answers 413) for a request with more rows than the queue can ever hold and :class:`QueueFull`
+(429) when they do not fit now. :meth:`ContinuousBatcher.close` stops taking new rows,
+finishes every queued row, then stops.
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ from bertkit.inference.heads import Plan, token_batches
 
 
 class QueueFull(Exception):
-    """The queue cannot take the rows of a request now."""
+    """The queue cannot take the rows of a request now (retry later)."""
+
+
+class NeverFits(Exception):
+    """A request has more rows than the queue can ever hold (retrying cannot help)."""
 
 
 @dataclass
@@ -34,6 +43,20 @@ class _Row:
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
     arrived: float
+
+    @property
+    def length(self) -> int:
+        return len(self.encoding.input_ids)
+
+
+@dataclass
+class Timings:
+    """A request's times in seconds (means over its rows, as text-embeddings-inference reports
+    them) and the tokens it ran."""
+
+    queue: float = 0.0
+    inference: float = 0.0
+    tokens: int = 0
 
 
 def _deliver(row: _Row, value: Any = None, error: BaseException | None = None) -> None:
@@ -47,21 +70,29 @@ def _deliver(row: _Row, value: Any = None, error: BaseException | None = None) -
     row.loop.call_soon_threadsafe(set_it)
 
 
-class DynamicBatcher:
-    """Batches rows for ``run_rows(key, encodings) -> outputs`` on one worker thread."""
+class ContinuousBatcher:
+    """Batches rows for ``run_rows(key, encodings) -> outputs`` on one worker thread.
+
+    ``on_batch(rows, padded_tokens, seconds)`` (optional) is called after each forward pass
+    (metrics); ``batches_run`` / ``rows_run`` count them, ``last_ok`` is the monotonic time of
+    the last batch that succeeded.
+    """
 
     def __init__(self, run_rows: Callable[[tuple, Sequence], list], max_batch_tokens: int = 8192,
-                 max_batch_size: int = 64, max_wait_s: float = 0.005, max_queue: int = 1024):
+                 max_batch_size: int = 64, max_queue: int = 1024,
+                 on_batch: Callable[[int, int, float], None] | None = None):
         self.run_rows = run_rows
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
-        self.max_wait_s = max_wait_s
         self.max_queue = max_queue
+        self.on_batch = on_batch
         self._rows: deque[_Row] = deque()
         self._cond = threading.Condition()
         self._closing = False
-        self.batches_run = 0  # counters for /info and the tests
+        self.running = False  # a forward pass is under way
+        self.batches_run = 0
         self.rows_run = 0
+        self.last_ok: float | None = None
         self._thread = threading.Thread(target=self._work, name="bertkit-batcher", daemon=True)
         self._thread.start()
 
@@ -69,30 +100,43 @@ class DynamicBatcher:
     def queued(self) -> int:
         return len(self._rows)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._closing
+
     def submit(self, plans: Sequence[Plan]) -> list[list[asyncio.Future]]:
         """Queue every row of ``plans`` (all or none); one future per row, per plan."""
         loop = asyncio.get_running_loop()
         now = time.monotonic()
+        count = sum(len(p.rows) for p in plans)
+        if count > self.max_queue:
+            raise NeverFits(f"the request needs {count} model rows, more than the queue holds "
+                            f"(--max-queue {self.max_queue})")
         futures = [[loop.create_future() for _ in p.rows] for p in plans]
         rows = [_Row(p.key, enc, f, loop, now) for p, fs in zip(plans, futures) for enc, f in zip(p.rows, fs)]
         with self._cond:
             if self._closing:
                 raise QueueFull("the server is shutting down")
             if len(self._rows) + len(rows) > self.max_queue:
-                raise QueueFull(f"the queue is full ({len(self._rows)} rows waiting, at most "
-                                f"{self.max_queue}); retry later")
+                raise QueueFull("Model is overloaded")
             self._rows.extend(rows)
             self._cond.notify()
         return futures
 
-    async def run(self, plans: Sequence[Plan]) -> list[Any]:
-        """The answers of ``plans`` (in order), computed in shared batches."""
+    async def run(self, plans: Sequence[Plan]) -> tuple[list[Any], Timings]:
+        """The answers of ``plans`` (in order), computed in shared batches, and their timings."""
         futures = self.submit(plans)
-        answers = []
+        answers, queue, inference, rows, tokens = [], 0.0, 0.0, 0, 0
         for plan, fs in zip(plans, futures):
-            outputs = [await f for f in fs]
+            outputs = []
+            for f, encoding in zip(fs, plan.rows):
+                output, waited, ran = await f
+                outputs.append(output)
+                queue, inference, rows = queue + waited, inference + ran, rows + 1
+                tokens += len(encoding.input_ids)
             answers.append(plan.finish(outputs))
-        return answers
+        rows = max(rows, 1)
+        return answers, Timings(queue / rows, inference / rows, tokens)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish the queued rows, then stop the worker (new rows are refused meanwhile)."""
@@ -102,44 +146,40 @@ class DynamicBatcher:
         self._thread.join(timeout)
 
     # ------------------------------------------------------------------ worker thread
-    def _ready(self) -> bool:
-        if not self._rows:
-            return False
-        if self._closing:
-            return True
-        waited = time.monotonic() - self._rows[0].arrived
-        tokens = sum(len(r.encoding.input_ids) for r in self._rows)
-        return waited >= self.max_wait_s or tokens >= self.max_batch_tokens
-
-    def _take(self) -> list[_Row]:
-        """Every queued row with the oldest row's key, longest first."""
-        key = self._rows[0].key
-        taken = [r for r in self._rows if r.key == key]
-        self._rows = deque(r for r in self._rows if r.key != key)
-        taken.sort(key=lambda r: -len(r.encoding.input_ids))
-        return taken
+    def _next_batch(self) -> list[_Row]:
+        """The batch holding the oldest row, cut from the length-sorted rows of its key; it
+        leaves the queue, the other rows stay."""
+        oldest = self._rows[0]
+        same = sorted((r for r in self._rows if r.key == oldest.key), key=lambda r: -r.length)
+        batches = token_batches(same, lambda r: r.length, self.max_batch_tokens, self.max_batch_size)
+        batch = next(b for b in batches if any(r is oldest for r in b))
+        taken = {id(r) for r in batch}
+        self._rows = deque(r for r in self._rows if id(r) not in taken)
+        return batch
 
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._ready():
-                    if self._closing and not self._rows:
+                while not self._rows:
+                    if self._closing:
                         return
-                    if self._rows:
-                        left = self.max_wait_s - (time.monotonic() - self._rows[0].arrived)
-                        self._cond.wait(max(left, 0.0005))
-                    else:
-                        self._cond.wait()
-                taken = self._take()
-            for batch in token_batches(taken, lambda r: len(r.encoding.input_ids),
-                                       self.max_batch_tokens, self.max_batch_size):
-                try:
-                    outputs = self.run_rows(batch[0].key, [r.encoding for r in batch])
-                except BaseException as e:  # the callers get the error; the worker lives on
-                    for r in batch:
-                        _deliver(r, error=e)
-                    continue
-                self.batches_run += 1
-                self.rows_run += len(batch)
-                for r, out in zip(batch, outputs):
-                    _deliver(r, out)
+                    self._cond.wait()
+                batch = self._next_batch()
+                self.running = True
+            start = time.monotonic()
+            try:
+                outputs = self.run_rows(batch[0].key, [r.encoding for r in batch])
+            except BaseException as e:  # the callers get the error; the worker lives on
+                self.running = False
+                for r in batch:
+                    _deliver(r, error=e)
+                continue
+            seconds = time.monotonic() - start
+            self.running = False
+            self.batches_run += 1
+            self.rows_run += len(batch)
+            self.last_ok = time.monotonic()
+            if self.on_batch is not None:
+                self.on_batch(len(batch), len(batch) * max(r.length for r in batch), seconds)
+            for r, out in zip(batch, outputs):
+                _deliver(r, (out, start - r.arrived, seconds))

@@ -27,11 +27,22 @@ class ServeConfig:
     max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",
                                    ge=1, metavar="N")
     max_batch_size: int = option(64, "inputs per forward pass", ge=1, metavar="N")
-    max_wait_ms: float = option(5.0, "how long a batch waits for more requests", ge=0, metavar="MS")
-    max_queue: int = option(1024, "inputs waiting at most; beyond, 503", ge=1, metavar="N")
-    max_items: int = option(64, "inputs per request at most; beyond, 413", ge=1, metavar="N")
+    max_queue: int = option(1024, "model rows queued at most (TEI's max_concurrent_requests); "
+                                  "beyond, 429 Overloaded; a request that needs more, 413",
+                            ge=1, metavar="N")
+    max_items: int = option(64, "inputs per request at most (TEI's max_client_batch_size); "
+                                "beyond, 413", ge=1, metavar="N")
     truncate: bool = option(True, "over-long inputs: truncate and name them in the "
-                                  "X-Bertkit-Truncated header (--no-truncate: answer 413)")
+                                  "X-Bertkit-Truncated header (--no-truncate: answer 413); a "
+                                  "request's own \"truncate\" field wins (TEI's --auto-truncate)")
+    api_key: str | None = option(None, "require the header 'Authorization: Bearer KEY' on the "
+                                       "model routes (/health, /metrics, /docs and the page stay open)",
+                                 metavar="KEY")
+    cors_allow_origin: str | None = option(None, "origins allowed to call the API from a browser, "
+                                                 "comma-separated (default: any, as TEI)",
+                                           metavar="ORIGINS")
+    payload_limit: int = option(2_000_000, "request bodies larger than this many bytes: 413",
+                                ge=1, metavar="BYTES")
     # --long-text / --stride / --pool-windows (declared in bertkit.cli.long_text, not here):
     # the task options they set; the model's saved choice fills what is absent
     long_text: dict = field(default_factory=dict)

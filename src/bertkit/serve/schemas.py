@@ -1,0 +1,182 @@
+"""Request and answer bodies of ``bertkit serve`` (pydantic), field for field text-embeddings-inference's
+(``router/src/http/types.rs``) where TEI has the route; bertkit's extra fields are marked
+"bertkit". Unknown fields are refused (422 naming the field) instead of being ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+Direction = Literal["left", "right", "Left", "Right"]
+
+
+# request integers are StrictInt: `true` is not the layer 1, 2.0 not the head 2
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Truncation(_Body):
+    truncate: bool | None = Field(None, description="truncate over-long inputs (default: the "
+                                                    "server's --truncate, TEI's --auto-truncate)")
+    truncation_direction: Direction = Field("right", description="which end loses tokens")
+
+
+class HFParameters(_Body):
+    """The Hugging Face inference API's ``parameters`` (sent by ``InferenceClient``)."""
+
+    top_k: StrictInt | None = Field(None, ge=1, description="keep the best k labels")
+    function_to_apply: Literal["softmax", "sigmoid", "none"] | None = Field(
+        None, description="none = raw scores (TEI's raw_scores)")
+
+
+class PredictRequest(_Truncation):
+    inputs: Any = Field(..., description="a text, a pair [A, B], or a batch [[A], [A, B], ...]; "
+                                         "bertkit: {question, context} / {context, choices} or a list",
+                        examples=["What is Deep Learning?", [["I like you."], ["I love you.", "Me too."]]])
+    raw_scores: bool = Field(False, description="logits instead of softmax (sigmoid for one label)")
+    parameters: HFParameters | None = Field(None, description="Hugging Face inference API parameters")
+
+
+class RerankRequest(_Truncation):
+    query: str = Field(..., examples=["What is Deep Learning?"])
+    texts: list[str] = Field(..., examples=[["Deep Learning is ..."]])
+    raw_scores: bool = False
+    return_text: bool = False
+
+
+class EmbedRequest(_Truncation):
+    inputs: Any = Field(..., description="a text, token ids, or a list of those",
+                        examples=["What is Deep Learning?"])
+    prompt_name: str | None = Field(None, description="not supported (no sentence-transformers prompts)")
+    normalize: bool = Field(True, description="scale each vector to unit length")
+    dimensions: StrictInt | None = Field(None, description="keep the first N dimensions (then normalise)")
+    pooling: Literal["cls", "mean"] | None = Field(None, description="bertkit: cls or mean (default: "
+                                                                     "the server's --pooling)")
+    layers: list[StrictInt] | None = Field(None, description="bertkit: hidden states to concatenate "
+                                                       "(default [-1], the last layer)")
+
+
+class EmbedAllRequest(_Truncation):
+    inputs: Any = Field(..., examples=["What is Deep Learning?"])
+    prompt_name: str | None = None
+
+
+class OpenAIRequest(_Body):
+    input: Any = Field(..., examples=["What is Deep Learning?"])
+    model: str | None = None
+    user: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+
+
+class SimilarityInput(_Body):
+    source_sentence: str
+    sentences: list[str]
+
+
+class SimilarityParameters(_Truncation):
+    prompt_name: str | None = None
+
+
+class SimilarityRequest(_Body):
+    inputs: SimilarityInput
+    parameters: SimilarityParameters | None = None
+
+
+class TokenizeRequest(_Body):
+    inputs: str | list[str] = Field(..., examples=["test"])
+    add_special_tokens: bool = True
+    prompt_name: str | None = None
+
+
+class DecodeRequest(_Body):
+    ids: list[int] | list[list[int]] = Field(..., examples=[[101, 3231, 102]])
+    skip_special_tokens: bool = True
+
+
+class FillMaskRequest(_Truncation):
+    inputs: Any = Field(..., description="a text with [MASK] tokens, or a list of texts",
+                        examples=["the man went to the [MASK] ."])
+    top_k: StrictInt = Field(5, description="candidates per [MASK] (1-100)")
+
+
+class AttentionRequest(_Body):
+    inputs: str = Field(..., description="one text (the first of a pair, or the question of QA)")
+    pair: str | None = Field(None, description="the second text (or the QA context)")
+    layer: StrictInt = Field(-1, description="encoder layer (negative counts from the last)")
+    head: StrictInt = Field(0, description="attention head")
+
+
+# ---------------------------------------------------------------------- answers (for /docs)
+class ErrorResponse(BaseModel):
+    error: str = Field(..., examples=["Model is overloaded"])
+    error_type: str = Field(..., examples=["Overloaded"])
+
+
+class OpenAIErrorResponse(BaseModel):
+    message: str
+    code: int
+    type: str
+
+
+class Prediction(BaseModel):
+    score: float
+    label: str
+
+
+class Rank(BaseModel):
+    index: int
+    text: str | None = None
+    score: float
+
+
+class SimpleToken(BaseModel):
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
+
+
+class OpenAIEmbedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    embedding: list[float] | str
+    index: int
+
+
+class OpenAIUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class OpenAIResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[OpenAIEmbedding]
+    model: str
+    usage: OpenAIUsage
+
+
+class Info(BaseModel):
+    model_id: str
+    model_sha: str | None
+    model_dtype: str
+    served_model_name: str
+    model_type: dict[str, Any] = Field(..., examples=[{"classifier": {"id2label": {"0": "negative"},
+                                                                      "label2id": {"negative": 0}}}])
+    max_concurrent_requests: int
+    max_input_length: int
+    max_batch_tokens: int
+    max_batch_requests: int | None
+    max_client_batch_size: int
+    auto_truncate: bool
+    tokenization_workers: int
+    version: str
+    sha: str | None = None
+    docker_label: str | None = None
+    bertkit: dict[str, Any] = Field(..., description="bertkit: task, labels, precision, layers, "
+                                                     "heads, long-text mode, batches run")
+
+
+PREDICT_ANSWER = list[Prediction] | list[list[Prediction]] | Any

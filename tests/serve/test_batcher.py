@@ -1,0 +1,98 @@
+"""Continuous batching: no waiting on an idle model, rows gathered while the model runs, the
+token budget, the oldest row first, 429 and 413 paths."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from bertkit.inference.heads import Plan
+from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull
+
+
+def plan(length: int, key=("k",)) -> Plan:
+    row = SimpleNamespace(input_ids=list(range(length)), token_type_ids=[0] * length)
+    return Plan([row], key, lambda outputs: outputs[0])
+
+
+class Recorder:
+    """``run_rows`` that records each batch (key, lengths); the first call waits for ``release``."""
+
+    def __init__(self):
+        self.batches, self.entered, self.release = [], threading.Event(), threading.Event()
+
+    def __call__(self, key, rows):
+        self.entered.set()
+        assert self.release.wait(30)
+        self.batches.append((key, [len(r.input_ids) for r in rows]))
+        return [len(r.input_ids) for r in rows]
+
+
+def test_a_lone_request_runs_at_once_and_later_ones_gather_while_the_model_runs():
+    async def scenario():
+        record = Recorder()
+        batcher = ContinuousBatcher(record, max_batch_tokens=1000, max_batch_size=64, max_queue=100)
+        first = asyncio.ensure_future(batcher.run([plan(5)]))
+        while not record.entered.is_set():  # the worker took the lone row without waiting for company
+            await asyncio.sleep(0.001)
+        later = [asyncio.ensure_future(batcher.run([plan(n)])) for n in (3, 7, 4)]
+        await asyncio.sleep(0)  # the three are queued while the model runs
+        while batcher.queued < 3:
+            await asyncio.sleep(0.001)
+        record.release.set()
+        answers = [await first] + [await x for x in later]
+        await asyncio.to_thread(batcher.close)
+        return record.batches, answers
+
+    batches, answers = asyncio.run(scenario())
+    assert batches == [(("k",), [5]), (("k",), [7, 4, 3])]  # one batch, length-sorted
+    assert [a[0] for a in answers] == [[5], [3], [7], [4]]
+    timings = answers[1][1]
+    assert timings.tokens == 3 and timings.queue >= 0 and timings.inference >= 0
+
+
+def test_the_batch_holding_the_oldest_row_runs_first_under_the_token_budget():
+    async def scenario():
+        record = Recorder()
+        batcher = ContinuousBatcher(record, max_batch_tokens=20, max_batch_size=64, max_queue=100)
+        record.release.clear()
+        blocker = asyncio.ensure_future(batcher.run([plan(1, key=("other",))]))
+        while not record.entered.is_set():
+            await asyncio.sleep(0.001)
+        queued = [asyncio.ensure_future(batcher.run([plan(n)])) for n in (2, 10, 9, 3)]
+        while batcher.queued < 4:
+            await asyncio.sleep(0.001)
+        record.release.set()
+        await blocker
+        for x in queued:
+            await x
+        await asyncio.to_thread(batcher.close)
+        return record.batches
+
+    batches = asyncio.run(scenario())
+    # sorted 10, 9, 3, 2 and cut at 20 padded tokens: [10, 9] [3, 2]; the oldest row (2) first
+    assert batches[1:] == [(("k",), [3, 2]), (("k",), [10, 9])]
+
+
+def test_a_full_queue_and_a_request_that_never_fits():
+    async def scenario():
+        record = Recorder()
+        batcher = ContinuousBatcher(record, max_queue=2)
+        running = asyncio.ensure_future(batcher.run([plan(2)]))
+        while not record.entered.is_set():
+            await asyncio.sleep(0.001)
+        waiting = asyncio.ensure_future(batcher.run([plan(2), plan(3)]))
+        while batcher.queued < 2:
+            await asyncio.sleep(0.001)
+        with pytest.raises(QueueFull, match="Model is overloaded"):
+            batcher.submit([plan(1)])
+        with pytest.raises(NeverFits, match="needs 3 model rows.*--max-queue 2"):
+            batcher.submit([plan(1), plan(1), plan(1)])
+        record.release.set()
+        assert (await running)[0] == [2] and (await waiting)[0] == [2, 3]
+        await asyncio.to_thread(batcher.close)
+
+    asyncio.run(scenario())
