@@ -61,3 +61,20 @@ def test_a_directory_saved_with_0_1_still_evaluates_and_predicts(tmp_path):
     prediction = json.loads((tmp_path / "p.jsonl").read_text())
     assert prediction["label"] in ("0", "1") and set(prediction["probabilities"]) == {"0", "1"}
     assert load(old).labels == ["0", "1"]  # the API shows what the directory says
+
+
+def test_generic_label_names_option(capsys):
+    from bertkit.errors import BertkitError
+
+    task = get_task("text-classification", labels="0,1", label_names="negative,positive")
+    assert task.config_entries()["id2label"] == {"0": "negative", "1": "positive"}
+    assert task.labels == ["0", "1"] and task.options["label_names"] == ["negative", "positive"]
+    late = get_task("text-classification", label_names=["neg", "pos"])  # labels come from train
+    assert late.label_names is None and late.options["label_names"] == ["neg", "pos"]
+    with pytest.raises(BertkitError, match="3 label_names .* for 2 labels"):
+        get_task("text-classification", labels="0,1", label_names="a,b,c")
+    with pytest.raises(BertkitError, match="regression task has no label names"):
+        get_task("regression", label_names="a,b")
+    with pytest.raises(SystemExit):
+        main(["finetune", "text-classification", "--help"])
+    assert "--label-names A,B,..." in capsys.readouterr().out
