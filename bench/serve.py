@@ -11,7 +11,11 @@ Servers (``--servers``, comma-separated):
   what bertkit's INT8 is too);
 * ``hf fp32 batched`` / ``hf int8 batched``: the same, but the requests that arrive while the
   pipeline runs are gathered and given to the pipeline as one list with its own
-  ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously.
+  ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously;
+* ``bertkit embed`` / ``st embed``: ``/embed`` (mean pooling, unit vectors) from ``bertkit
+  serve`` and from ``SentenceTransformer(dir).encode`` behind the same framework (one thread,
+  the waiting requests encoded as one list), on a copy of the model in sentence-transformers'
+  layout (``bertkit st-layout``); vectors checked against the Python API's within 1e-4.
 
 All servers are started first; then, at each concurrency of ``--concurrency``, the servers'
 rounds are interleaved (``--rounds`` rounds, each server in turn, the order rotated each
@@ -44,7 +48,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-SERVERS = ("bertkit fp32", "bertkit int8", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched")
+SERVERS = ("bertkit fp32", "bertkit int8", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
+           "bertkit embed", "st embed")
+EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
 
 class TextBody(BaseModel):
@@ -71,6 +77,48 @@ def parse_args(argv=None):
     if not args.baseline_server and not args.data:
         p.error("--data is required (the SST-2 folder holding dev.tsv)")
     return args
+
+
+def st_app(model_dir: str, batch_size: int):
+    """sentence-transformers behind FastAPI: ``/embed`` as TEI answers it, the waiting requests
+    encoded together on one thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi import FastAPI
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.cpu import torch_threads
+
+    with torch_threads(1):
+        model = SentenceTransformer(model_dir, device="cpu")
+    one_thread, waiting, state = ThreadPoolExecutor(1), [], {"draining": None}
+    app = FastAPI()
+
+    def encode(texts):
+        return model.encode(texts, batch_size=batch_size, normalize_embeddings=True).tolist()
+
+    async def drain():
+        loop = asyncio.get_running_loop()
+        while waiting:
+            taken = waiting[:256]
+            del waiting[:256]
+            vectors = await loop.run_in_executor(one_thread, encode, [t for t, _ in taken])
+            for (_, f), v in zip(taken, vectors):
+                f.set_result([v])
+
+    @app.post("/embed")
+    async def embed(body: TextBody):
+        future = asyncio.get_running_loop().create_future()
+        waiting.append((body.inputs, future))
+        if state["draining"] is None or state["draining"].done():
+            state["draining"] = asyncio.ensure_future(drain())
+        return await future
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok"}
+
+    return app
 
 
 def baseline_app(model_dir: str, server: str, batch_size: int):
@@ -160,6 +208,14 @@ def free_port() -> int:
 
 def start(server: str, args, port: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if server == "bertkit embed":
+        cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.embed_model, "--port", str(port),
+               "--max-queue", "4096"]
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if server == "st embed":
+        cmd = [sys.executable, __file__, "--model", args.embed_model, "--baseline-server", server,
+               "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if server.startswith("hf"):
         cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", server,
                "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
@@ -187,7 +243,7 @@ async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 180) -> 
     raise SystemExit("the server did not start in time")
 
 
-async def load_level(url, sentences, count, concurrency, max_seconds):
+async def load_level(url, sentences, count, concurrency, max_seconds, route="/predict"):
     """``count`` requests at ``concurrency``; returns (results, seconds)."""
     import httpx
 
@@ -203,7 +259,7 @@ async def load_level(url, sentences, count, concurrency, max_seconds):
             text = sentences[i % len(sentences)]
             start = time.perf_counter()
             try:
-                r = await client.post(url + "/predict", json={"inputs": text})
+                r = await client.post(url + route, json={"inputs": text})
                 body = r.json() if r.status_code == 200 else None
                 results.append((text, r.status_code, body, time.perf_counter() - start))
             except httpx.HTTPError as e:
@@ -233,6 +289,10 @@ def check(server, results, references):
     for text, status, body, _ in results:
         if status != 200:
             continue
+        if server.endswith("embed"):  # one unit vector, [[...]]
+            diff = max(abs(a - b) for a, b in zip(body[0], references["embed"][text]))
+            largest, wrong = max(largest, diff), wrong + (diff > 1e-4 or len(body) != 1)
+            continue
         want = references[text]
         scores = {b["label"]: b["score"] for b in want}
         diff = max(abs(a["score"] - scores[a["label"]]) for a in body)
@@ -240,6 +300,10 @@ def check(server, results, references):
         label_differs = body[0]["label"] != want[0]["label"]
         wrong += label_differs or ("fp32" in server and diff > 1e-4)
     return failed, wrong, largest
+
+
+def route_of(server: str) -> str:
+    return "/embed" if server.endswith("embed") else "/predict"
 
 
 def summarise(server, concurrency, rounds, references) -> dict:
@@ -259,8 +323,9 @@ def main(argv=None) -> int:
     if args.baseline_server:
         import uvicorn
 
-        uvicorn.run(baseline_app(args.model, args.baseline_server, args.hf_batch_size), host="127.0.0.1",
-                    port=args.port, log_level="warning")
+        app = (st_app(args.model, args.hf_batch_size) if args.baseline_server == "st embed"
+               else baseline_app(args.model, args.baseline_server, args.hf_batch_size))
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
         return 0
     from bertkit.inference import load
 
@@ -280,12 +345,28 @@ def main(argv=None) -> int:
         print(f"model: {args.shape}-shaped SST-2 classifier, random weights ({args.model})", flush=True)
     with open(dev, encoding="utf-8") as f:
         sentences = [r["sentence"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
-    references = dict(zip(sentences, load(args.model).predict(sentences)))
+    bert = load(args.model)
+    references = dict(zip(sentences, bert.predict(sentences)))
     levels = [int(c) for c in args.concurrency.split(",")]
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
     unknown = set(servers) - set(SERVERS)
     if unknown:
         raise SystemExit(f"--servers: unknown {', '.join(sorted(unknown))}; known: {', '.join(SERVERS)}")
+    if any(s.endswith("embed") for s in servers):
+        import shutil
+        import tempfile
+
+        import numpy as np
+
+        from bertkit.serve.st_layout import write_st_layout
+
+        embed_scratch = tempfile.TemporaryDirectory(prefix="bench-serve-st-")
+        args.embed_model = str(Path(embed_scratch.name) / "model")
+        shutil.copytree(args.model, args.embed_model)
+        write_st_layout(args.embed_model, EMBED_POOLING, bert.model.config.hidden_size, bert.max_length)
+        vectors = bert.embed(sentences, pool=EMBED_POOLING)
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        references["embed"] = dict(zip(sentences, vectors.tolist()))
     per_round = max(args.requests // len(levels) // args.rounds, 1)
     procs, urls, rows = {}, {}, []
     try:
@@ -295,7 +376,7 @@ def main(argv=None) -> int:
             urls[server] = f"http://127.0.0.1:{port}"
         for server in servers:
             asyncio.run(wait_ready(urls[server], procs[server]))
-            asyncio.run(load_level(urls[server], sentences, 40, 4, 60))  # warm-up
+            asyncio.run(load_level(urls[server], sentences, 40, 4, 60, route_of(server)))  # warm-up
         print(f"{'server':<16} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
               f"{'failed':>6} {'wrong':>6} {'max diff':>9}", flush=True)
         for concurrency in levels:
@@ -306,7 +387,7 @@ def main(argv=None) -> int:
                     offset = (r * per_round) % len(sentences)
                     rotated = sentences[offset:] + sentences[:offset]
                     rounds[server].append(asyncio.run(load_level(urls[server], rotated, per_round, concurrency,
-                                                                 args.max_seconds)))
+                                                                 args.max_seconds, route_of(server))))
             for server in servers:
                 row = summarise(server, concurrency, rounds[server], references)
                 rows.append(row)
@@ -321,6 +402,11 @@ def main(argv=None) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
     by = {(r["server"], r["concurrency"]): r for r in rows}
+    for c in levels:
+        ours, theirs = by.get(("bertkit embed", c)), by.get(("st embed", c))
+        if ours and theirs:
+            print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
+                  f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
     for precision in ("fp32", "int8"):
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:

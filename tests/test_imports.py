@@ -26,7 +26,10 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             targets = []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                # `from pkg import submodule` imports the submodule (and runs pkg/__init__,
+                # which is no import back from the submodule); `from pkg import name` imports pkg
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
+                           else node.module for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             graph[name] |= {t for t in targets if t in modules and t != name}

@@ -183,7 +183,16 @@ def test_tagging_qa_choice_and_pair_endpoints(tmp_path):
 
 
 def test_concurrent_shuffled_requests_each_get_their_own_answer(tmp_path):
-    client, directory = client_for(tmp_path, "classify", max_batch_tokens=256)
+    directory = make_task_model(tmp_path, "classify")
+    bert = load(directory)
+    run_rows = bert.run_rows
+
+    def slow(key, rows):  # a forward pass long enough for the others to arrive meanwhile
+        time.sleep(0.02)
+        return run_rows(key, rows)
+
+    bert.run_rows = slow
+    client = TestClient(create_app(ServeConfig(model=str(directory), max_batch_tokens=256), bert))
     expected = {t: a for t, a in zip(TEXTS, load(directory).predict(TEXTS))}
     requests = [random.Random(seed).choice(TEXTS) for seed in range(60)]
     with client:

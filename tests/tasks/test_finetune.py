@@ -77,7 +77,8 @@ def test_toy_task_is_learned_and_the_best_model_saved(trained, toy_dir):
     out, runs, best = trained
     assert best.metrics["accuracy"] >= 0.9  # chance is 0.5
     config = json.loads((out / "config.json").read_text())
-    assert config["id2label"] == {"0": "0", "1": "1"} and config["label2id"] == {"0": 0, "1": 1}
+    assert config["id2label"] == {"0": "negative", "1": "positive"}  # GLUE's label names
+    assert config["label2id"] == {"negative": 0, "positive": 1}
     assert config["finetuning_task"] == "sst2"
     assert config["bertkit_finetune"]["task"] == "sst2"
     assert config["bertkit_finetune"]["hyper"]["lr"] == FAST["lr"]
@@ -137,11 +138,13 @@ def test_truncation_is_counted_and_warned(model_dir, toy_dir, tmp_path):
 
 def test_head_of_another_size_or_other_labels_is_refused(trained):
     out, _, _ = trained
-    with pytest.raises(CheckpointError, match=r"2 output\(s\) \(0, 1\) but task mnli needs 3"):
+    with pytest.raises(CheckpointError, match=r"2 output\(s\) \(negative, positive\) but task mnli needs 3"):
         get_task("mnli").build_model(out)
     with pytest.raises(CheckpointError, match="labels"):
         get_task("rte").build_model(out)
-    get_task("cola").build_model(out)  # same labels 0/1: allowed
+    with pytest.raises(CheckpointError, match="labels"):  # CoLA's 0/1 mean other things than SST-2's
+        get_task("cola").build_model(out)
+    get_task("sst2").build_model(out)
 
 
 def test_a_vocabulary_of_another_size_is_refused_before_training(model_dir, toy_dir, tmp_path):

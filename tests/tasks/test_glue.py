@@ -139,7 +139,7 @@ def test_cli_reports_bad_input_and_mismatched_heads(model_dir, tmp_path, capsys)
     header = "index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tgold_label\n"
     (tmp_path / "dev_matched.tsv").write_text(header + "0\t1\t1\tx\ta\tb\tneutral\n", encoding="utf-8")
     assert _cli("evaluate", "mnli", "--model", fine, "--data", tmp_path, "--no-progress") == 1
-    assert "head has 2 output(s) (0, 1) but task mnli needs 3" in capsys.readouterr().err
+    assert "head has 2 output(s) (negative, positive) but task mnli needs 3" in capsys.readouterr().err
 
 
 def test_help_of_every_command(capsys):

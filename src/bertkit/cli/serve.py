@@ -38,6 +38,16 @@ def register(subparsers) -> None:
     quantize.add_argument("--out", required=True, metavar="DIR", help="INT8 model directory to write")
     quantize.set_defaults(func=run_quantize)
 
+    layout = subparsers.add_parser(
+        "st-layout", help="add sentence-transformers' files to a model directory (pooling for TEI)",
+        description="Write modules.json, 1_Pooling/config.json and sentence_bert_config.json into "
+                    "MODEL_DIR, so that SentenceTransformer(MODEL_DIR) and text-embeddings-inference "
+                    "embed with this pooling (bertkit serve's /embed takes it as its default).")
+    layout.add_argument("model", metavar="MODEL_DIR")
+    layout.add_argument("--pooling", required=True, choices=["cls", "mean"], help="how tokens become one vector")
+    layout.add_argument("--normalize", action="store_true", help="add a Normalize module (unit vectors)")
+    layout.set_defaults(func=run_st_layout)
+
     export = subparsers.add_parser("export-onnx", help="export a model directory to ONNX",
                                    description="Export the encoder and its task head to ONNX with "
                                                "dynamic batch and sequence axes.")
@@ -88,6 +98,16 @@ def run_quantize(args) -> int:
     save_int8(bert.model, args.out, tokenizer=bert.tokenizer)
     carry_unfinished_marker(args.model, args.out)
     print(f"wrote INT8 {type(bert.model).__name__} to {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_st_layout(args) -> int:
+    from bertkit.inference import load
+    from bertkit.serve.st_layout import write_st_layout
+
+    bert = load(args.model)
+    write_st_layout(args.model, args.pooling, bert.model.config.hidden_size, bert.max_length, args.normalize)
+    print(f"wrote sentence-transformers' files ({args.pooling} pooling) into {args.model}", file=sys.stderr)
     return 0
 
 

@@ -48,6 +48,7 @@ from bertkit.serve.inputs import (
     predict_items,
 )
 from bertkit.serve.metrics import CONTENT_TYPE, Metrics
+from bertkit.serve.st_layout import read_st_pooling
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
@@ -84,6 +85,8 @@ class Service:
         self.bert = bert
         self.batcher: ContinuousBatcher | None = None
         self.long_text = bert.long_text_choice(config.long_text)  # a bad --stride: refused here
+        # as TEI: the default pooling is the model's sentence-transformers pooling, else cls
+        self.pooling = (read_st_pooling(config.model) if config.model else None) or "cls"
         self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0)
 
     def start(self) -> None:
@@ -282,7 +285,7 @@ class Service:
             raise ApiError("`dimensions` should be positive")
         items, single = embed_items(inputs, self.config.max_items, field)
         layers = tuple(layers) if layers is not None else (-1,)
-        pooling = pooling or "cls"
+        pooling = pooling or self.pooling
 
         def make(item, where):
             return self.embed_plan(item, where, layers, pooling, truncate, left, dimensions, normalize)
@@ -403,7 +406,7 @@ class Service:
         heads = _heads(bert.model)
         model_type = ({kind: {"id2label": {str(i): x for i, x in enumerate(labels)},
                               "label2id": {x: i for i, x in enumerate(labels)}}}
-                      if kind != "embedding" else {"embedding": {"pooling": "cls"}})
+                      if kind != "embedding" else {"embedding": {"pooling": self.pooling}})
         dtype = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}.get(bert.precision, bert.precision)
         return {"model_id": c.model, "model_sha": None, "model_dtype": dtype, "served_model_name": c.model,
                 "model_type": model_type, "max_concurrent_requests": c.max_queue,

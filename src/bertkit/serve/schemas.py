@@ -52,8 +52,8 @@ class EmbedRequest(_Truncation):
     prompt_name: str | None = Field(None, description="not supported (no sentence-transformers prompts)")
     normalize: bool = Field(True, description="scale each vector to unit length")
     dimensions: StrictInt | None = Field(None, description="keep the first N dimensions (then normalise)")
-    pooling: Literal["cls", "mean"] | None = Field(None, description="bertkit: cls or mean (default: "
-                                                                     "the server's --pooling)")
+    pooling: Literal["cls", "mean"] | None = Field(None, description="bertkit: cls or mean (default: the "
+                                                                     "model's sentence-transformers pooling, else cls)")
     layers: list[StrictInt] | None = Field(None, description="bertkit: hidden states to concatenate "
                                                        "(default [-1], the last layer)")
 

@@ -195,12 +195,14 @@ def _head_rows(model_dir: str | Path, tensor_names: Sequence[str]) -> int | None
 
 
 def check_head(model_dir: str | Path, head_tensor: str, labels: Sequence[str] | None,
-               num_outputs: int, task_name: str) -> None:
+               num_outputs: int, task_name: str, names: Sequence[str] | None = None) -> None:
     """Refuse a checkpoint whose trained head does not fit the task.
 
     ``head_tensor`` is the HF name of the head's weight (e.g. ``classifier.weight``);
     ``num_outputs`` the rows the task needs. A head of another size, or (for a directory
     with real label names) other label names, is a :class:`CheckpointError` saying both.
+    Saved names equal to ``labels`` (the data's strings, as directories written before label
+    names had) or to ``names`` (the task's label names) both fit.
     """
     rows = _head_rows(model_dir, [head_tensor])
     if rows is None:
@@ -214,7 +216,8 @@ def check_head(model_dir: str | Path, head_tensor: str, labels: Sequence[str] | 
             f"{num_outputs}" + (f" ({', '.join(labels)})" if labels else "")
             + "; start from a model without this head (e.g. the pre-trained one)")
     generic = all(name == f"LABEL_{i}" for i, name in enumerate(saved))
-    if labels is not None and saved and not generic and list(saved) != list(labels):
+    fits = [list(labels)] + ([list(names)] if names is not None else []) if labels is not None else []
+    if labels is not None and saved and not generic and list(saved) not in fits:
         raise CheckpointError(f"{model_dir}: its head predicts labels {saved}, "
                               f"but task {task_name} has labels {list(labels)}")
 
@@ -303,10 +306,10 @@ class Task:
         if self.head_tensor is not None:
             kwargs = self.model_kwargs()
             check_head(model_dir, self.head_tensor, self.labels,
-                       kwargs.get("num_labels", self.num_labels), self.name)
+                       kwargs.get("num_labels", self.num_labels), self.name, self.label_names)
         overrides = dict(config_overrides or {})
         if self.labels is not None:
-            overrides.update(label_maps(self.labels))
+            overrides.update(label_maps(self.label_names))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model = load_pretrained(model_dir, self.model_class, config_overrides=overrides,
@@ -324,8 +327,14 @@ class Task:
         entries: dict[str, Any] = {"finetuning_task": self.name,
                                    FINETUNE_KEY: {"task": self.name, "options": self.options}}
         if self.labels is not None:
-            entries.update(label_maps(self.labels))
+            entries.update(label_maps(self.label_names))
         return entries
+
+    @property
+    def label_names(self) -> list[str] | None:
+        """What each label means, in head order: the saved model's ``id2label`` (GLUE's
+        ``negative``/``positive`` for SST-2's ``0``/``1``). Default: the labels themselves."""
+        return self.labels
 
     def label_index(self, label: str, where: str = "") -> int:
         """Index of ``label`` in :attr:`labels`; a BertkitError names the known ones."""

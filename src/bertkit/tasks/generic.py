@@ -7,6 +7,7 @@ JSON Lines (``token-classification``) lives with NER in :mod:`bertkit.tasks.ner`
 Options (CLI flags or ``-o``; saved with the model, so ``evaluate``/``predict`` reuse them):
 ``text_column`` ("text"), ``pair_column`` ("text_pair"), ``label_column`` ("label"),
 ``labels`` (label names in head order; default: the sorted labels of the training file),
+``label_names`` (what each label means, in head order: the saved ``id2label``),
 ``id_column``, ``format`` (csv/tsv/jsonl; default from the suffix), ``train_file`` /
 ``dev_file`` (default ``DATA/train.*`` / ``DATA/dev.*``, a relative name is under DATA).
 Metrics: accuracy and macro-F1 (classification, accuracy selects), Pearson and Spearman
@@ -34,7 +35,7 @@ _KINDS = {  # name -> (pair, regression)
     "regression": (False, True),
     "text-pair-regression": (True, True),
 }
-_OPTIONS = ("text_column", "pair_column", "label_column", "labels", "id_column", "format",
+_OPTIONS = ("text_column", "pair_column", "label_column", "labels", "label_names", "id_column", "format",
             "train_file", "dev_file", *LONG_TEXT_OPTIONS)
 _SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
 
@@ -81,9 +82,22 @@ class GenericTextTask(TextTask):
             labels = [str(x) for x in labels]
             if len(set(labels)) != len(labels) or len(labels) < 2:
                 raise BertkitError(f"{name}: labels must be at least two distinct names, got {labels}")
+        names = options.pop("label_names", None)
+        if isinstance(names, str):
+            names = [x for x in names.split(",") if x]
+        if names is not None:
+            if self.is_regression:
+                raise BertkitError(f"{name}: a regression task has no label names")
+            names = [str(x) for x in names]
+            if len(set(names)) != len(names):
+                raise BertkitError(f"{name}: label_names must be distinct, got {names}")
         super().__init__(name, labels, **options)
+        self._names = names
         if labels is not None:
             self.options["labels"] = labels
+        if names is not None:
+            self.options["label_names"] = names
+            self.label_names  # noqa: B018 (checks the count against known labels)
         self.text_column = options.get("text_column", "text")
         self.pair_column = options.get("pair_column", "text_pair") if self.pair else None
         self.label_column = options.get("label_column", "label")
@@ -93,6 +107,16 @@ class GenericTextTask(TextTask):
     @property
     def regression(self) -> bool:
         return self.is_regression
+
+    @property
+    def label_names(self) -> list[str] | None:
+        """``--label-names`` (one per label, in head order), else the labels themselves."""
+        if self._names is None or self.labels is None:
+            return self.labels
+        if len(self._names) != len(self.labels):
+            raise BertkitError(f"{self.name}: {len(self._names)} label_names ({', '.join(self._names)}) "
+                               f"for {len(self.labels)} labels ({', '.join(self.labels)})")
+        return self._names
 
     def for_data(self, data_dir: str | Path) -> GenericTextTask:
         """Without ``labels``, a classification task takes the sorted labels of the training

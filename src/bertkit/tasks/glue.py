@@ -35,6 +35,13 @@ class GlueTextTask(TextTask):
                              (*second, "text_pair", "text_b"))
         self.label_fields = (self.spec.label_column, "label")
 
+    @property
+    def label_names(self) -> list[str] | None:
+        """GLUE's meaning of each label (``negative``/``positive`` for SST-2's ``0``/``1``),
+        written as the model's ``id2label``; the data keep their own strings."""
+        names = self.spec.label_names
+        return list(names) if names is not None and self.labels is not None else self.labels
+
     def eval_splits(self) -> tuple[str, ...]:
         return ("dev", "dev_mismatched") if self.spec.name == "mnli" else ("dev",)
 

@@ -31,6 +31,10 @@ class TaskOptions:
     labels: tuple[str, ...] | None = option(
         None, "comma-separated label names in head order (default: the sorted labels of train)",
         metavar="A,B,...")
+    label_names: tuple[str, ...] | None = option(
+        None, "comma-separated meanings of the labels, in head order, written as the model's "
+              "id2label (e.g. negative,positive for labels 0,1; default: the labels)",
+        metavar="A,B,...")
     id_column: str | None = option(None, "column of an example id (default: the line number)")
     format: str | None = option(None, "csv, tsv or jsonl (default: from the file suffix)")
     train_file: str | None = option(None, "training file (default: DATA/train.{csv,tsv,jsonl})")
@@ -74,8 +78,8 @@ class TaskOptions:
 
 GROUPS = {  # help group -> the fields shown in it
     "generic tasks (text-classification, regression, ...; token-classification files)": (
-        "text_column", "pair_column", "label_column", "labels", "id_column", "format",
-        "train_file", "dev_file"),
+        "text_column", "pair_column", "label_column", "labels", "label_names", "id_column",
+        "format", "train_file", "dev_file"),
     "token classification (ner, conll2003, token-classification)": (
         "tokens_field", "tags_field", "bio", "long_sentences"),
     "feature-based use (NER; the paper's section 5.3 ablation)": (

@@ -29,7 +29,9 @@ class GlueTask:
 
     ``text_columns``: header names of the one or two input texts; ``label_column``: the
     header name of the label; ``labels``: the label strings in index order (``None`` for
-    the regression task STS-B); ``metrics``: metric names for
+    the regression task STS-B), as the files write them; ``label_names``: what each label
+    means, in the same order (the saved model's ``id2label``: ``negative``/``positive``
+    rather than SST-2's ``0``/``1``; ``None``: the label strings are names already); ``metrics``: metric names for
     :func:`bertkit.metrics.glue_metrics`, main one first; ``files``: split name ->
     candidate file names inside ``directory`` (the first that exists is used).
     """
@@ -42,6 +44,7 @@ class GlueTask:
     files: dict[str, tuple[str, ...]]
     id_column: str = "index"
     fixed_columns: tuple[str, ...] | None = None
+    label_names: tuple[str, ...] | None = None
     metrics: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -80,21 +83,25 @@ GLUE_TASKS: dict[str, GlueTask] = {
     task.name: task
     for task in [
         GlueTask("cola", "CoLA", ("sentence",), "label", _BINARY, _splits(),
-                 fixed_columns=("source", "label", "original_label", "sentence")),
-        GlueTask("sst2", "SST-2", ("sentence",), "label", _BINARY, _splits()),
+                 fixed_columns=("source", "label", "original_label", "sentence"),
+                 label_names=("unacceptable", "acceptable")),
+        GlueTask("sst2", "SST-2", ("sentence",), "label", _BINARY, _splits(),
+                 label_names=("negative", "positive")),
         GlueTask("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", _BINARY,
                  _splits(train=("train.tsv", "msr_paraphrase_train.txt"),
-                         dev=("dev.tsv", "msr_paraphrase_test.txt"))),
+                         dev=("dev.tsv", "msr_paraphrase_test.txt")),
+                 label_names=("not_equivalent", "equivalent")),
         GlueTask("stsb", "STS-B", _PAIR, "score", None, _splits()),
         GlueTask("qqp", "QQP", ("question1", "question2"), "is_duplicate", _BINARY, _splits(),
-                 id_column="id"),
+                 id_column="id", label_names=("not_duplicate", "duplicate")),
         GlueTask("mnli", "MNLI", _PAIR, "gold_label", _MNLI_LABELS,
                  _splits(dev="dev_matched.tsv", test="test_matched.tsv")),
         GlueTask("mnli-mm", "MNLI", _PAIR, "gold_label", _MNLI_LABELS,
                  _splits(dev="dev_mismatched.tsv", test="test_mismatched.tsv")),
         GlueTask("qnli", "QNLI", ("question", "sentence"), "label", _NLI, _splits()),
         GlueTask("rte", "RTE", _PAIR, "label", _NLI, _splits()),
-        GlueTask("wnli", "WNLI", _PAIR, "label", _BINARY, _splits()),
+        GlueTask("wnli", "WNLI", _PAIR, "label", _BINARY, _splits(),
+                 label_names=("not_entailment", "entailment")),
     ]
 }
 

@@ -1,0 +1,65 @@
+"""A model directory in sentence-transformers' layout, the one text-embeddings-inference reads its
+pooling from: ``modules.json`` (the transformer, then pooling, then optionally normalisation),
+``1_Pooling/config.json`` (the classic ``pooling_mode_*`` keys), ``sentence_bert_config.json``
+(``max_seq_length``). The files are added beside the model's own; nothing else changes, so
+bertkit, transformers and ``SentenceTransformer(dir)`` all load the same directory, and
+``SentenceTransformer(dir).encode`` gives bertkit's ``embed(pool=...)`` vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+from bertkit.fileio import atomic_write
+
+POOLINGS = ("cls", "mean")
+POOLING_FILE = Path("1_Pooling") / "config.json"
+
+
+def _write_json(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as f:
+        json.dump(value, f, indent=2)
+
+
+def write_st_layout(directory: str | Path, pooling: str, hidden_size: int, max_seq_length: int,
+                    normalize: bool = False) -> None:
+    """Add sentence-transformers' files to the model directory ``directory``."""
+    if pooling not in POOLINGS:
+        raise BertkitError(f"--pooling must be one of {', '.join(POOLINGS)} (got {pooling!r})")
+    directory = Path(directory)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+        (directory / "2_Normalize").mkdir(exist_ok=True)
+    _write_json(directory / "modules.json", modules)
+    _write_json(directory / POOLING_FILE, {
+        "word_embedding_dimension": hidden_size, "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": False, "include_prompt": True})
+    _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length,
+                                                          "do_lower_case": False})
+
+
+def read_st_pooling(directory: str | Path) -> str | None:
+    """``cls`` / ``mean`` from a directory's ``1_Pooling/config.json`` (classic or newer keys),
+    None without one; another pooling is a :class:`BertkitError` naming the file."""
+    path = Path(directory) / POOLING_FILE
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BertkitError(f"{path}: not JSON ({e})") from None
+    if config.get("pooling_mode") in POOLINGS:
+        return config["pooling_mode"]
+    if config.get("pooling_mode_cls_token"):
+        return "cls"
+    if config.get("pooling_mode_mean_tokens"):
+        return "mean"
+    raise BertkitError(f"{path}: a pooling bertkit serve does not have (it has cls and mean)")
