@@ -358,7 +358,7 @@ def main(argv=None) -> int:
 
         import numpy as np
 
-        from bertkit.serve.st_layout import write_st_layout
+        from bertkit.st_layout import write_st_layout
 
         embed_scratch = tempfile.TemporaryDirectory(prefix="bench-serve-st-")
         args.embed_model = str(Path(embed_scratch.name) / "model")

@@ -103,7 +103,7 @@ def run_quantize(args) -> int:
 
 def run_st_layout(args) -> int:
     from bertkit.inference import load
-    from bertkit.serve.st_layout import write_st_layout
+    from bertkit.st_layout import write_st_layout
 
     bert = load(args.model)
     write_st_layout(args.model, args.pooling, bert.model.config.hidden_size, bert.max_length, args.normalize)

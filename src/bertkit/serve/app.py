@@ -48,7 +48,7 @@ from bertkit.serve.inputs import (
     predict_items,
 )
 from bertkit.serve.metrics import CONTENT_TYPE, Metrics
-from bertkit.serve.st_layout import read_st_pooling
+from bertkit.st_layout import read_st_pooling
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
