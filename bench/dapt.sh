@@ -44,6 +44,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if [ -n "${STEPS:-}" ]; then LENGTH=(--steps "$STEPS"); else LENGTH=(--budget "$BUDGET"); fi
 mkdir -p "$OUT"
+$PYTHON bench/machine.py --append "$OUT/machine.jsonl" --note "dapt.sh $STAGES"
 
 # 1. the task and the domain text without its documents
 if has task && [ ! -f "$OUT/data/task/stats.json" ]; then

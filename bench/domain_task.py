@@ -15,7 +15,10 @@ Held-out documents: every ``--every``-th document of the file (1-based, as
 ``awk 'NR % 5 == 0'``) is held out of the pre-training text. Of those in a task part, the
 k-th held-out document of a label goes to train (k % 5 < 3), dev (k % 5 == 3) or test (k % 5 == 4):
 documents, not sentences, are split, so no dev or test sentence shares a section with a
-training one, and no task sentence was ever seen in pre-training.
+training one. The corpus repeats some sentences in several sections (about 4% of the task's
+sentences were also in the pre-training text): those are left out of the task, and so are
+dev and test sentences equal to a training one, so no task sentence was seen in
+pre-training and no dev or test sentence in training.
 
 Writes under OUT::
 
@@ -121,15 +124,22 @@ def split_documents(labels: list[str | None], every: int) -> tuple[list[bool], l
     return held, split
 
 
-def task_rows(docs, labels, split, min_words: int, caps: dict[str, int],
-              seed: int) -> dict[str, list[dict]]:
-    """``{split: [{"text", "label"}, ...]}``; each split capped at ``caps[split]`` sentences
-    per label (a sample drawn with ``seed``, kept in corpus order), then train shuffled."""
+def task_rows(docs, labels, split, min_words: int, caps: dict[str, int], seed: int,
+              exclude: set[str] = frozenset()) -> dict[str, list[dict]]:
+    """``{split: [{"text", "label"}, ...]}``. A sentence in ``exclude`` (the pre-training
+    text: the corpus repeats some sentences across sections) is left out, and so is a dev or
+    test sentence that is also a training one; each split is then capped at ``caps[split]``
+    sentences per label (a sample drawn with ``seed``, kept in corpus order), and train is
+    shuffled."""
     rows: dict[str, list[dict]] = {"train": [], "dev": [], "test": []}
     for doc, label, name in zip(docs, labels, split):
         if name is None:
             continue
-        rows[name] += [{"text": s, "label": label} for s in doc if len(s.split()) >= min_words]
+        rows[name] += [{"text": s, "label": label} for s in doc
+                       if len(s.split()) >= min_words and s not in exclude]
+    train = {r["text"] for r in rows["train"]}
+    for name in ("dev", "test"):
+        rows[name] = [r for r in rows[name] if r["text"] not in train]
     rng = random.Random(seed)
     for name, items in rows.items():
         keep = set()
@@ -151,14 +161,15 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def build(corpus: Path, out: Path, every: int = 5, min_words: int = 6,
-          cap: int = 500, eval_cap: int = 150, seed: int = 1) -> dict:
+          cap: int = 500, eval_cap: int = 150, seed: int = 1, parts=PARTS) -> dict:
     """Write the pre-training text, the held-out text and the task under ``out``; return
     the stats (also written to ``out/task/stats.json``)."""
     docs = read_documents(corpus)
-    labels = part_labels(docs)
+    labels = part_labels(docs, parts)
     held, split = split_documents(labels, every)
+    seen = {s for doc, h in zip(docs, held) if not h for s in doc}
     rows = task_rows(docs, labels, split, min_words,
-                     {"train": cap, "dev": eval_cap, "test": eval_cap}, seed)
+                     {"train": cap, "dev": eval_cap, "test": eval_cap}, seed, exclude=seen)
     text = lambda keep: "".join("\n".join(d) + "\n\n" for d, k in zip(docs, keep) if k)  # noqa: E731
     write_atomic(out / "pretrain.txt", text([not h for h in held]))
     write_atomic(out / "heldout.txt", text(held))
