@@ -148,5 +148,26 @@ case "$ROW" in
        $BERTKIT downstream "$DATA/models/bert-tiny-splade" --out "$OUT/bert-tiny/glue" "${GRID[@]}" ;;
 esac
 
-# 5. the table: every row this folder holds, with the machine and the precision
+# 5. the table: every row this folder holds, with the machine and the precision; the
+#    pre-training curves and the paper's layout with its chart (bertkit compare-downstream)
 $PYTHON bench/table5_table.py "$OUT" --output "$OUT/table5.md"
+runs=() dirs=() names=()
+for pair in pt-mlm_nsp:BERT pt-mlm:"No NSP" pt-ltr:"LTR & No NSP"; do
+  key=${pair%%:*}
+  [ -f "$OUT/$key/log.jsonl" ] && runs+=("$OUT/$key")
+  [ -f "$OUT/pt2-${key#pt-}/log.jsonl" ] && runs+=("$OUT/pt2-${key#pt-}")
+  for d in "$OUT/pt2-${key#pt-}" "$OUT/$key"; do  # the last stage's downstream
+    if [ -f "$d/glue/results.json" ]; then dirs+=("$d/glue"); names+=("${pair#*:}"); break; fi
+  done
+done
+[ -f "$OUT/random-init/glue/results.json" ] && { dirs+=("$OUT/random-init/glue"); names+=(none); }
+[ -f "$OUT/bert-tiny/glue/results.json" ] && { dirs+=("$OUT/bert-tiny/glue"); names+=(BERT-Tiny); }
+if [ ${#runs[@]} -gt 0 ]; then
+  $BERTKIT plot "${runs[@]}" --out "$OUT/pretraining.png" \
+    --metrics loss,mlm_acc,eval_mlm_acc,nsp_acc,eval_nsp_acc || echo "table5.sh: no pre-training plot"
+fi
+if [ ${#dirs[@]} -gt 0 ]; then
+  baseline=(); [ -f "$OUT/random-init/glue/results.json" ] && baseline=(--baseline none)
+  $BERTKIT compare-downstream "${dirs[@]}" --names "$(IFS=,; echo "${names[*]}")" \
+    "${baseline[@]}" --chart "$OUT/table5.png"
+fi
