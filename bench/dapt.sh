@@ -15,7 +15,10 @@
 #   MAX_TRAIN_EXAMPLES=N                           fine-tune on a sample of the training set
 #   PRECISION=fp32     pre-training and fine-tuning precision (auto picks bf16 on native-bf16
 #                      CPUs; say which one a figure used)
-#   STAGES="task data pretrain finetune table"     the stages to run, in this order
+#   ROWS="checkpoint domain scratch"               the rows the finetune and glue stages run
+#   GLUE=sst2 GLUE_TRAIN=5000                      the GLUE check (what the domain step costs
+#                      elsewhere): bertkit downstream with the same lrs and seeds, per row
+#   STAGES="task data pretrain finetune glue table"   the stages to run, in this order
 #   BERTKIT=.venv/bin/bertkit PYTHON=.venv/bin/python
 #
 # Every stage resumes: re-run the same line after an interruption (the task and data are
@@ -39,7 +42,9 @@ PRECISION=${PRECISION:-fp32}
 LRS=${LRS:-3e-4,1e-3}
 SEEDS=${SEEDS:-1,2}
 EPOCHS=${EPOCHS:-3}
-STAGES=${STAGES:-task data pretrain finetune table}
+STAGES=${STAGES:-task data pretrain finetune glue table}
+ROWS=${ROWS:-checkpoint domain scratch}
+[ "${SCRATCH:-1}" != 0 ] || ROWS=${ROWS//scratch/}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if [ -n "${STEPS:-}" ]; then LENGTH=(--steps "$STEPS"); else LENGTH=(--budget "$BUDGET"); fi
@@ -95,13 +100,26 @@ finetune() {  # finetune NAME MODEL_DIR
     done
   done
 }
+row_model() {  # row_model ROW: the model directory of a row
+  case "$1" in checkpoint) echo "$MODEL" ;; domain) echo "$OUT/pt-domain/model" ;;
+    scratch) echo "$OUT/pt-scratch/model" ;; *) echo "dapt.sh: unknown row $1" >&2; exit 2 ;; esac
+}
 if has finetune; then
-  finetune checkpoint "$MODEL"
-  finetune domain "$OUT/pt-domain/model"
-  [ "${SCRATCH:-1}" = 0 ] || finetune scratch "$OUT/pt-scratch/model"
+  for row in $ROWS; do finetune "$row" "$(row_model "$row")"; done
 fi
 
-# 5. the table, with the machine and the precision
+# 5. what the domain step costs elsewhere: a GLUE task, the same lrs and seeds
+if has glue && [ -n "${GLUE:-sst2}" ]; then
+  for row in $ROWS; do
+    model=$(row_model "$row")
+    if [ ! -f "$model/config.json" ]; then echo "skip glue $row: $model not exported yet"; continue; fi
+    $BERTKIT downstream "$model" --out "$OUT/glue/$row" --tasks "${GLUE:-sst2}" \
+      --data "$DATA/glue" --lrs "$LRS" --seeds "$SEEDS" --epochs "$EPOCHS" \
+      --max-train-examples "${GLUE_TRAIN:-5000}" --precision "$PRECISION"
+  done
+fi
+
+# 6. the table, with the machine and the precision
 if has table; then
   $PYTHON bench/dapt_table.py "$OUT" --precision "$PRECISION" --lrs "$LRS" --seeds "$SEEDS"
 fi

@@ -11,7 +11,8 @@ epoch on dev; ``test.json`` of ``bertkit evaluate`` on the test split). Per row 
 rate with the best mean dev accuracy over the seeds is chosen (on dev, as ``bertkit
 downstream`` does) and that rate's dev and test accuracy and macro-F1 are reported as mean ±
 sample sd over the seeds (x 100). A row with fewer finished seeds than asked is marked
-partial. Writes ``OUT/results.md`` and ``OUT/results.json``.
+partial. The GLUE check (``OUT/glue/<row>/results.json`` of ``bertkit downstream``) is
+listed as it is. Writes ``OUT/results.md`` and ``OUT/results.json``.
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
         summary = pretrain_summary(out / f"pt-{name}")
         if summary:
             data["pretraining"][name] = summary
+    for name in ROWS:
+        glue = out / "glue" / name / "results.json"
+        if glue.is_file():
+            results = json.loads(glue.read_text(encoding="utf-8"))
+            data.setdefault("glue", {})[name] = {
+                t: {"metric": v["metric"], "lr": v["lr"], "mean": 100 * v["mean"],
+                    "std": 100 * v["std"], "scores": [100 * x for x in v["scores"]]}
+                for t, v in results["tasks"].items()}
     stats_path = out / "data" / "task" / "stats.json"
     if stats_path.is_file():
         data["task"] = json.loads(stats_path.read_text(encoding="utf-8"))
@@ -114,6 +123,14 @@ def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
                      f"{mlm} | "
                      f"{p.get('precision', '?')} | {p.get('wall_s', '—')} | "
                      f"{'yes' if p['exported'] else 'no (running or killed)'} |")
+    if data.get("glue"):
+        lines += ["", "GLUE check (`bertkit downstream`, same lrs and seeds, dev x 100, lr chosen on dev):", "",
+                  "| row | task | metric | mean ± sd | lr | scores |", "|---|---|---|---|---|---|"]
+        for name, tasks in data["glue"].items():
+            for t, v in tasks.items():
+                scores = ", ".join(f"{x:.1f}" for x in v["scores"])
+                lines.append(f"| {ROWS[name]} | {t} | {v['metric']} | {v['mean']:.1f} ± "
+                             f"{v['std']:.1f} | {v['lr']:g} | {scores} |")
     lines += ["", "Every run (dev = best epoch):", "",
               "| row | lr | seed | epoch | dev acc | dev F1 | test acc | test F1 |",
               "|---|---|---|---|---|---|---|---|"]
