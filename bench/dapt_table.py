@@ -10,8 +10,8 @@ Rows: ``checkpoint`` (the model as released), ``domain`` (after domain pre-train
 epoch on dev; ``test.json`` of ``bertkit evaluate`` on the test split). Per row the learning
 rate with the best mean dev accuracy over the seeds is chosen (on dev, as ``bertkit
 downstream`` does) and that rate's dev and test accuracy and macro-F1 are reported as mean ±
-sample sd over the seeds (x 100). A row with fewer finished seeds than asked is marked
-partial. The GLUE check (``OUT/glue/<row>/results.json`` of ``bertkit downstream``) is
+sample sd over the seeds (x 100). A row with fewer finished runs than the grid (lrs x
+seeds) is marked partial. The GLUE check (``OUT/glue/<row>/results.json`` of ``bertkit downstream``) is
 listed as it is. Writes ``OUT/results.md`` and ``OUT/results.json``.
 """
 
@@ -55,14 +55,15 @@ def mean_sd(values: list[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
-def row_summary(runs: list[dict], seeds: int) -> dict:
-    """The chosen learning rate (best mean dev accuracy) and its scores over seeds."""
+def row_summary(runs: list[dict], grid: int) -> dict:
+    """The chosen learning rate (best mean dev accuracy) and its scores over seeds; partial
+    when fewer than ``grid`` (lrs x seeds) runs are finished."""
     by_lr: dict[float, list[dict]] = {}
     for r in runs:
         by_lr.setdefault(r["lr"], []).append(r)
     lr = max(by_lr, key=lambda k: statistics.fmean(r["dev_accuracy"] for r in by_lr[k]))
     chosen = by_lr[lr]
-    out = {"lr": lr, "seeds": [r["seed"] for r in chosen], "partial": len(chosen) < seeds,
+    out = {"lr": lr, "seeds": [r["seed"] for r in chosen], "partial": len(runs) < grid,
            "per_lr_dev_accuracy": {str(k): statistics.fmean(r["dev_accuracy"] for r in v)
                                    for k, v in sorted(by_lr.items())}}
     for key in ("dev_accuracy", "dev_macro_f1", "test_accuracy", "test_macro_f1"):
@@ -78,13 +79,13 @@ def cell(pair) -> str:
 
 
 def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
-    n_seeds = len([s for s in seeds.split(",") if s])
+    grid = len([s for s in seeds.split(",") if s]) * len([x for x in lrs.split(",") if x])
     data: dict = {"folder": str(out), "precision": precision, "lrs": lrs, "seeds": seeds,
                   "machines": machines(out) or [machine.describe()], "rows": {}, "pretraining": {}}
     for name in ROWS:
         runs = [s for d in sorted((out / "ft" / name).glob("lr-*_seed-*")) if (s := run_scores(d))]
         if runs:
-            data["rows"][name] = dict(row_summary(runs, n_seeds), runs=runs)
+            data["rows"][name] = dict(row_summary(runs, grid), runs=runs)
     for name in ("domain", "scratch"):
         summary = pretrain_summary(out / f"pt-{name}")
         if summary:
@@ -108,7 +109,8 @@ def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
               "", "| row | lr | dev accuracy | dev macro-F1 | test accuracy | test macro-F1 | seeds |",
               "|---|---|---|---|---|---|---|"]
     for name, r in data["rows"].items():
-        seeds_cell = ",".join(map(str, r["seeds"])) + (" (partial)" if r["partial"] else "")
+        seeds_cell = ",".join(map(str, r["seeds"])) + (
+            f" (partial: {len(r['runs'])} of the grid's runs)" if r["partial"] else "")
         lines.append(f"| {ROWS[name]} | {r['lr']:g} | {cell(r['dev_accuracy'])} | "
                      f"{cell(r['dev_macro_f1'])} | {cell(r['test_accuracy'])} | "
                      f"{cell(r['test_macro_f1'])} | {seeds_cell} |")

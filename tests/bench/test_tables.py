@@ -85,5 +85,6 @@ def test_dapt_table_chooses_the_rate_on_dev_and_marks_partial_rows(bench_module,
     text, data = dapt.render(tmp_path, "fp32", "3e-4,1e-3", "1,2")
     check = data["rows"]["checkpoint"]
     assert check["lr"] == 3e-4 and check["test_accuracy"][0] == 11.0  # chosen on dev, not test
-    assert data["rows"]["domain"]["partial"] and "1 (partial)" in text
+    assert data["rows"]["domain"]["partial"] and "1 (partial: 1 of" in text
+    assert not check["partial"]
     assert "| domain | 900 / — | yes | 40.0 (step 900) | fp32 |" in text
