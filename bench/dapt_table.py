@@ -12,7 +12,8 @@ rate with the best mean dev accuracy over the seeds is chosen (on dev, as ``bert
 downstream`` does) and that rate's dev and test accuracy and macro-F1 are reported as mean ±
 sample sd over the seeds (x 100). A row with fewer finished runs than the grid (lrs x
 seeds) is marked partial. The GLUE check (``OUT/glue/<row>/results.json`` of ``bertkit downstream``) is
-listed as it is. Writes ``OUT/results.md`` and ``OUT/results.json``.
+listed as it is. Writes ``OUT/results.md``, ``OUT/results.json`` and the chart
+``OUT/results.png``.
 """
 
 from __future__ import annotations
@@ -145,6 +146,28 @@ def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", data
 
 
+def chart(data: dict, path: Path) -> Path:
+    """Grouped bars: each row's dev and test accuracy and macro-F1 (mean, sd over seeds)."""
+    from bertkit.plot import pyplot, save_figure
+
+    plt = pyplot()
+    names = list(data["rows"])
+    keys = ("dev_accuracy", "test_accuracy", "dev_macro_f1", "test_macro_f1")
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        means = [data["rows"][n][key][0] or 0.0 for n in names]
+        sds = [data["rows"][n][key][1] or 0.0 for n in names]
+        ax.bar([x + i * width for x in range(len(names))], means, width, yerr=sds, capsize=3,
+               label=key.replace("_", " "))
+    ax.set_xticks([x + 1.5 * width for x in range(len(names))], [ROWS[n] for n in names])
+    ax.set_ylabel("x 100 (mean, sd over seeds)")
+    ax.set_title(f"python-docs-part task; {data['precision']}, lr chosen on dev")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("folder", type=Path, help="bench/dapt.sh output folder")
@@ -157,6 +180,8 @@ def main(argv=None) -> int:
     text, data = render(args.folder, args.precision, args.lrs, args.seeds)
     write_atomic(args.folder / "results.md", text)
     write_atomic(args.folder / "results.json", json.dumps(data, indent=2) + "\n")
+    if data["rows"]:
+        chart(data, args.folder / "results.png")
     print(text)
     return 0
 
