@@ -11,7 +11,8 @@
 #
 # ROW: bert (mlm+nsp), nonsp (mlm), ltr (left-to-right LM), none (random init, fine-tuned
 #      only), bert-tiny (the shared BERT-Tiny checkpoint, fine-tuned only), or all.
-# Options (defaults: the run in docs/budget-pretraining.md, whose BERT row is the 73.5 STS-B):
+# Options (defaults: the run in docs/budget-pretraining.md, whose BERT row gave STS-B 73.5
+# once; a bf16 re-run gave 31.6, so that figure is not reproduced):
 #   --out DIR              run folder (default runs/table5)
 #   --seed S               pre-training seed: stage 1 uses S, stage 2 S+1 (default 0: the
 #                          docs' run, whose stage 1 ran with the default seed 0, stage 2 seed 1)
@@ -36,8 +37,8 @@
 # Resumable: run the same line again after an interruption. Every stage skips what is done
 # (split, data, exported models, finished fine-tuning runs, probes); an unfinished
 # pre-training continues from its newest checkpoint (--resume, bit for bit). The held-out
-# split and the data do not depend on --seed: several seeds may share them (--out per seed;
-# the split is every 50th document of kjv, python-docs and linux-docs).
+# split (every 50th document of kjv, python-docs and linux-docs) and the data do not depend
+# on --seed: each --out folder makes its own, identical copy.
 # Writes OUT/table5.md and OUT/table5.json. Several seeds in one table:
 #   python bench/table5_table.py runs/t5-s0 runs/t5-s1 runs/t5-s2 --output runs/t5-seeds.md
 # Cost on a 2-core CPU: a BERT row is about 95 CPU-minutes of pre-training plus the grid.
