@@ -1,0 +1,97 @@
+"""The machine a bench figure was measured on, for the tables the bench scripts write.
+
+``describe() -> dict``: CPU model, logical cores, whether the CPU has native bf16
+(``avx512_bf16`` / ``amx_bf16`` / Arm ``bf16``; elsewhere bf16 autocast is emulated) with
+bertkit's own reason, AVX-512 yes/no, torch version, the load average when asked. Native
+bf16 is bertkit's decision (the one ``--precision auto`` uses), not re-derived here.
+``markdown(info) -> str``: the same as a few markdown lines.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def _bf16():
+    """bertkit's answer to "does this CPU compute bf16 natively" (its module moves; either home)."""
+    try:
+        from bertkit.precision import cpu_bf16_support  # noqa: F401  (the new home, if present)
+    except ImportError:
+        from bertkit.training.precision import cpu_bf16_support
+    return cpu_bf16_support()
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
+    """(model name, flags) of the first processor in /proc/cpuinfo; ("unknown", set()) if none."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or "unknown", set()
+    model, flags = "unknown", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key == "model name" and model == "unknown":
+            model = value.strip()
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    return model, flags
+
+
+def describe() -> dict:
+    """The machine: cpu, cores, native bf16 (and why), avx512, torch version, load average."""
+    import torch
+
+    model, flags = _cpuinfo()
+    bf16 = _bf16()
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "native_bf16": bf16.native,
+        "bf16_reason": bf16.reason,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "avx512f": "avx512f" in flags,
+        "torch": torch.__version__,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def markdown(info: dict) -> str:
+    """``info`` (from :func:`describe`) as markdown bullet lines."""
+    load = info.get("load_average")
+    return "\n".join([
+        f"- CPU: {info['cpu']}, {info['cores']} logical cores; avx512f "
+        f"{'yes' if info['avx512f'] else 'no'}, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}",
+        f"- bf16: {'native' if info['native_bf16'] else 'emulated or absent'} "
+        f"({info['bf16_reason']})",
+        f"- torch {info['torch']}" + (f"; load average when the table was written: "
+                                      f"{', '.join(f'{x:.2f}' for x in load)}" if load else ""),
+    ])
+
+
+def main(argv=None) -> int:
+    """``python bench/machine.py [--append FILE.jsonl] [--note TEXT]``: print the machine as
+    JSON, or append it (with the time and the note) to a JSON Lines file."""
+    import argparse
+    import json
+    import time
+
+    p = argparse.ArgumentParser(description="Describe this machine (CPU, native bf16, torch).")
+    p.add_argument("--append", type=Path, help="append one JSON line to this file")
+    p.add_argument("--note", default="", help="what ran (stored with the line)")
+    args = p.parse_args(argv)
+    info = dict(describe(), time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), note=args.note)
+    line = json.dumps(info)
+    if args.append:
+        args.append.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.append, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    else:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
