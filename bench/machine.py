@@ -15,29 +15,24 @@ from pathlib import Path
 
 
 def _bf16():
-    """bertkit's answer to "does this CPU compute bf16 natively" (its module moves; either home)."""
-    try:
-        from bertkit.precision import cpu_bf16_support  # noqa: F401  (the new home, if present)
-    except ImportError:
-        from bertkit.training.precision import cpu_bf16_support
+    """bertkit's answer to "does this CPU compute bf16 natively"."""
+    from bertkit.cpu import cpu_bf16_support
+
     return cpu_bf16_support()
 
 
 def _cpuinfo() -> tuple[str, set[str]]:
-    """(model name, flags) of the first processor in /proc/cpuinfo; ("unknown", set()) if none."""
+    """(model name, flags) of the first processor in /proc/cpuinfo; ("unknown", set()) if none
+    (the flags read by bertkit's own :func:`bertkit.cpu.cpu_flags`)."""
+    from bertkit.cpu import cpu_flags
+
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return platform.processor() or "unknown", set()
-    model, flags = "unknown", set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip().lower()
-        if key == "model name" and model == "unknown":
-            model = value.strip()
-        elif key in ("flags", "features") and not flags:
-            flags = set(value.split())
-    return model, flags
+    model = next((line.partition(":")[2].strip() for line in text.splitlines()
+                  if line.partition(":")[0].strip().lower() == "model name"), "unknown")
+    return model, cpu_flags(text)
 
 
 def describe() -> dict:
