@@ -52,7 +52,7 @@ def test_pair_and_regression_models(tmp_path):
     pair = load(make_task_model(tmp_path, "pair"))
     assert pair.pair_inputs
     one = pair.predict(["the man went", "he went"])  # one pair
-    assert len(one) == 2 and {a["label"] for a in one} == {"0", "1"}
+    assert len(one) == 2 and {a["label"] for a in one} == {"not_equivalent", "equivalent"}  # MRPC's names, also for a dir saved with 0/1
     probs = direct_logits(pair, "the man went", "he went").logits[0].softmax(-1)
     assert one[0]["score"] == pytest.approx(probs.max().item(), abs=1e-5)
     many = pair.predict([["the man went", "he went"], ["a day", "a night"]])

@@ -85,7 +85,7 @@ def test_toy_task_is_learned_and_the_best_model_saved(trained, toy_dir):
     assert saved_task_options(out) == ("sst2", {})
     assert (out / "vocab.txt").is_file() and (out / "results.json").is_file()
     predictions = [json.loads(x) for x in (out / "predictions_dev.jsonl").read_text().splitlines()]
-    assert len(predictions) == 48 and set(predictions[0]["probabilities"]) == {"0", "1"}
+    assert len(predictions) == 48 and set(predictions[0]["probabilities"]) == {"negative", "positive"}
     events = [r["event"] for r in read_log(out / "log.jsonl")]
     assert events.count("eval") == FAST["epochs"] and events[-1] == "best"
 

@@ -117,7 +117,7 @@ def test_cli_finetune_evaluate_predict(model_dir, tmp_path, capsys):
                 "--output", tmp_path / "pred.jsonl", "--batch-size", "3", "--no-progress") == 0
     preds = [json.loads(x) for x in (tmp_path / "pred.jsonl").read_text().splitlines()]
     assert [p["extra"] for p in preds] == list(range(20))  # input fields kept, order kept
-    gold = [y for _, y in toy_rows(20, 9)]
+    gold = [["negative", "positive"][int(y)] for _, y in toy_rows(20, 9)]  # SST-2's 0/1 by name
     assert sum(p["label"] == y for p, y in zip(preds, gold)) >= 16
     assert abs(sum(preds[0]["probabilities"].values()) - 1) < 1e-4
 

@@ -205,8 +205,7 @@ def test_trained_head_is_a_saved_flag_with_a_fallback_for_older_directories(unfi
     assert trained_head(flagged_off, task) is False
 
 
-def test_a_teacher_of_another_task_is_warned_about_as_evaluate_does(unfinished, toy_dir, tmp_path,
-                                                                    capsys):
+def test_a_teacher_of_another_task_is_warned_about_or_refused(unfinished, toy_dir, tmp_path, capsys):
     from bertkit.tasks.run_dir import check_model
 
     config = json.loads((unfinished / "config.json").read_text())
@@ -215,5 +214,7 @@ def test_a_teacher_of_another_task_is_warned_about_as_evaluate_does(unfinished, 
     assert config["bertkit_finetune"]["task"] == "sst2"
     code, err = _run(["distill", "cola", "--teacher", unfinished, "--student-layers", 1, "--data",
                       toy_dir, "--out", tmp_path / "dc", "--epochs", 1, "--max-seq-length", 32,
-                      "--no-progress"], capsys)  # the toy data is not CoLA's: only the warning counts
-    assert "--teacher" in err and "was fine-tuned on sst2, not cola" in err, err
+                      "--no-progress"], capsys)
+    # SST-2's head says negative/positive, CoLA's labels mean unacceptable/acceptable: refused
+    assert code != 0 and "predicts labels ['negative', 'positive']" in err, err
+    assert "['unacceptable', 'acceptable']" in err, err

@@ -139,10 +139,17 @@ class TaskInference:
 
     @property
     def labels(self) -> list[str]:
-        id2label = self.model.config.extra.get("id2label") or {}
+        """The head's label names in head order: those of the task the model was fine-tuned on
+        (its ``label_names``, as ``bertkit predict`` writes them, also for a directory saved
+        before GLUE's labels had names), else the model's ``id2label``."""
         n = getattr(self.model, "num_labels", None)
         if n is None:
             return []
+        if saved_task_options(self.model.config)[0] is not None:
+            names = getattr(self.family(), "label_names", None)
+            if names is not None and len(names) == n:
+                return list(names)
+        id2label = self.model.config.extra.get("id2label") or {}
         return [id2label.get(str(i), f"LABEL_{i}") for i in range(n)]
 
     @property

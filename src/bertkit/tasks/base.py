@@ -218,8 +218,9 @@ def check_head(model_dir: str | Path, head_tensor: str, labels: Sequence[str] | 
     generic = all(name == f"LABEL_{i}" for i, name in enumerate(saved))
     fits = [list(labels)] + ([list(names)] if names is not None else []) if labels is not None else []
     if labels is not None and saved and not generic and list(saved) not in fits:
+        shown = list(names) if names is not None and list(names) != list(labels) else list(labels)
         raise CheckpointError(f"{model_dir}: its head predicts labels {saved}, "
-                              f"but task {task_name} has labels {list(labels)}")
+                              f"but task {task_name} has labels {shown}")
 
 
 class Task:

@@ -4,7 +4,9 @@ Inputs are ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (segment ids 0 / 1, pa
 truncated longest-first to ``max_seq_length``); the head is ``BertForSequenceClassification``
 on the pooled ``[CLS]``: ``len(labels)`` classes, or one output (MSE) when ``labels`` is
 ``None``. Features carry ``labels`` (class index, or float score) when every example has one.
-Predictions are ``{"label": name, "probabilities": {name: p}}`` or ``{"score": x}``.
+Predictions are ``{"label": name, "probabilities": {name: p}}`` (names: the task's
+``label_names``, the saved ``id2label``, e.g. SST-2's ``negative``/``positive``) or
+``{"score": x}``.
 With the option ``long_text="window"`` (``stride``, ``pool_windows``; see
 :mod:`bertkit.tasks.windows`) a text longer than the limit becomes several features, windows of the
 first text (the second text of a pair, cut to half the room, is repeated in each), each
@@ -125,10 +127,10 @@ class TextTask(Task):
         logits = self.example_logits(features, outputs)
         if self.regression:
             return [{"id": ex.guid, "score": float(row[0])} for ex, row in zip(examples, logits)]
-        records = []
+        records, names = [], self.label_names  # the model's id2label, as every other door answers
         for ex, probs in zip(examples, softmax(logits)):
-            records.append({"id": ex.guid, "label": self.labels[int(probs.argmax())],
-                            "probabilities": {n: round(float(p), 6) for n, p in zip(self.labels, probs)}})
+            records.append({"id": ex.guid, "label": names[int(probs.argmax())],
+                            "probabilities": {n: round(float(p), 6) for n, p in zip(names, probs)}})
         return records
 
     # ------------------------------------------------------------ predict input
