@@ -162,3 +162,26 @@ def test_a_full_disk_during_a_checkpoint_names_the_file_and_the_intact_one(tmp_p
                                               r"step-00000002.pt, is intact"):
         manager.save({"x": torch.zeros(2)}, 4)
     assert [p.name for p in tmp_path.iterdir()] == ["step-00000002.pt"]
+
+
+def test_pytorch_quantized_tensor_deprecation_never_reaches_the_user(tmp_path):
+    """Issue 25 #169: predicting with an INT8 directory printed PyTorch's own deprecation
+    (a once-per-process notice: the predict runs in a process of its own)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bertkit.cli.main import main
+
+    from tests.task_models import make_task_model
+
+    model = make_task_model(tmp_path, "sst2")
+    (tmp_path / "p.jsonl").write_text('{"sentence": "the man went"}\n')
+    assert main(["quantize", str(model), "--out", str(tmp_path / "q8")]) == 0
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = subprocess.run([sys.executable, "-m", "bertkit.cli.main", "predict", "sst2", "--model",
+                           str(tmp_path / "q8"), "--input", str(tmp_path / "p.jsonl"), "--output",
+                           str(tmp_path / "o.jsonl"), "--no-progress"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(src)}, timeout=600)
+    assert done.returncode == 0 and "deprecated" not in done.stderr, done.stderr

@@ -59,8 +59,21 @@ def format_warning(message, category, filename, lineno, line=None) -> str:
     return f"bertkit: warning: {cut(str(message))}\n"
 
 
+# third-party notices about their own internals, nothing a user of bertkit can act on
+THIRD_PARTY_NOISE = (
+    r"torch\.quantize_per_tensor, torch\.quantize_per_channel and other quantized tensor creation",
+)
+
+
+def quiet_third_party() -> None:
+    """Hide :data:`THIRD_PARTY_NOISE` (call again after any ``simplefilter``, which overrides it)."""
+    for pattern in THIRD_PARTY_NOISE:
+        warnings.filterwarnings("ignore", message=pattern)
+
+
 def install_warning_format() -> None:
     """Print Python warnings to users without code lines (debug mode keeps Python's format)."""
+    quiet_third_party()
     if not debug_enabled():
         warnings.formatwarning = format_warning
 

@@ -110,8 +110,11 @@ def register(subparsers) -> None:
 @contextlib.contextmanager
 def _plain_warnings():
     """Warnings as one ``bertkit: warning: ...`` line each (no source lines)."""
+    from bertkit.cli.boundary import quiet_third_party
+
     with warnings.catch_warnings():
         warnings.simplefilter("default")
+        quiet_third_party()
         warnings.showwarning = lambda message, *a, **k: print(f"bertkit: warning: {message}",
                                                               file=sys.stderr)
         yield
