@@ -71,3 +71,34 @@ def test_int8_needs_real_calibration_and_bf16_needs_native(tmp_path, monkeypatch
         bov.OvModel(xml, "bf16")
     with pytest.raises(BertkitError, match="precision must be"):
         bov.OvModel(xml, "fp16")
+
+
+def _scores(answers):
+    """Every label's score of every answer (a list of {label, score} per text), label order."""
+    return [c["score"] for answer in answers for c in sorted(answer, key=lambda c: c["label"])]
+
+
+def test_engine_answers_like_bertkit_and_falls_back_to_pytorch(tmp_path):
+    from bertkit.inference import load
+
+    directory = make_task_model(tmp_path, "sst2")
+    ours, theirs = load(directory), bov.load_openvino(directory, threads=1)
+    assert theirs.runtime == "openvino" and theirs.ov_precision == "fp32"
+    want, got = ours.predict(TEXTS), theirs.predict(TEXTS)
+    assert [a[0]["label"] for a in got] == [a[0]["label"] for a in want]
+    assert max(abs(a - b) for a, b in zip(_scores(got), _scores(want))) < 1e-3
+    mlm = make_task_model(tmp_path, "mlm")  # fill-mask is not in the graph: PyTorch answers
+    assert bov.load_openvino(mlm).fill_mask("the [MASK] went home") == load(mlm).fill_mask("the [MASK] went home")
+
+
+def test_engine_int8_calibrated_on_task_text(tmp_path):
+    pytest.importorskip("nncf")
+    from bertkit.inference import load
+
+    directory = make_task_model(tmp_path, "sst2")
+    with pytest.raises(BertkitError, match="calibration"):
+        bov.load_openvino(directory, "int8")
+    engine = bov.load_openvino(directory, "int8", calibration=TEXTS * 4, out_dir=tmp_path / "q", threads=1)
+    assert (tmp_path / "q" / bov.XML).is_file() and engine.ov_precision == "int8"
+    want, got = load(directory).predict(TEXTS), engine.predict(TEXTS)
+    assert max(abs(a - b) for a, b in zip(_scores(got), _scores(want))) < 0.1

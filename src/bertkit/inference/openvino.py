@@ -11,6 +11,11 @@ dynamic INT8, which quantises only the linear layers and re-measures every activ
 time). Calibration inputs must be real text of the model's task (:func:`calibration_batches`),
 never random ids: activation ranges of random ids are not those of text.
 
+Behind the inference engine: :func:`load_openvino` returns an :class:`OpenVinoInference`, the
+engine of :func:`bertkit.inference.load` whose task-head rows (``predict``, the server's plans
+for classification, regression, tagging and question answering) run on OpenVINO; the rest
+(embeddings, fill-mask, attention maps, multiple choice) stays on the PyTorch fp32 model.
+
 ``bf16``: OpenVINO runs bf16 only on a CPU that has it natively (its ``OPTIMIZATION_CAPABILITIES``
 lists ``BF16``); elsewhere it silently stays fp32, so :func:`compile_model` refuses ``bf16`` there
 instead of timing an fp32 model under a bf16 label.
@@ -18,6 +23,8 @@ instead of timing an fp32 model under a bf16 label.
 
 from __future__ import annotations
 
+import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -26,6 +33,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError
+from bertkit.inference.engine import BertInference
 from bertkit.inference.export import INPUTS
 from bertkit.model.outputs import ModelOutput
 
@@ -49,19 +57,24 @@ def native_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
-def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = 0) -> dict[str, np.ndarray]:
-    """Token-id rows -> the graph's int64 inputs, padded to the longest row."""
-    width = max(len(r) for r in rows)
+def pad_rows(rows: Sequence, pad_id: int = 0) -> dict[str, np.ndarray]:
+    """Rows (token-id lists, or encodings with ``input_ids``/``token_type_ids``) -> the graph's
+    int64 inputs, padded to the longest row."""
+    ids_of = [list(getattr(r, "input_ids", r)) for r in rows]
+    width = max(len(r) for r in ids_of)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros_like(ids)
-    for i, row in enumerate(rows):
+    types = np.zeros_like(ids)
+    for i, (row, original) in enumerate(zip(ids_of, rows)):
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        types[i, : len(row)] = getattr(original, "token_type_ids", None) or 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
-def calibration_batches(rows: Sequence[Sequence[int]], batch_size: int = 1) -> list[dict[str, np.ndarray]]:
-    """Calibration inputs from token-id rows of real text (each ``[CLS] ... [SEP]``)."""
+def calibration_batches(rows: Sequence, batch_size: int = 1) -> list[dict[str, np.ndarray]]:
+    """Calibration inputs from rows of real text (token-id lists or encodings, each
+    ``[CLS] ... [SEP]``), ``batch_size`` rows a batch."""
     if not rows:
         raise BertkitError("INT8 calibration needs at least one example of real text")
     return [pad_rows(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
@@ -145,3 +158,75 @@ class OvModel(nn.Module):
         for port, name in zip(self.compiled.outputs, self.names):
             setattr(out, name, torch.from_numpy(np.array(results[port])))
         return out
+
+
+# ------------------------------------------------------------------ behind the inference engine
+ROW_KINDS = ("logits", "tokens", "span")  # run_rows kinds the exported graph answers
+
+
+class OpenVinoInference(BertInference):
+    """A :class:`~bertkit.inference.engine.BertInference` whose task-head rows (classification,
+    regression, token classification, question answering: ``predict`` and the server's plans)
+    run on OpenVINO at ``ov_precision``. What the exported graph does not compute (embeddings,
+    fill-mask, attention maps, multiple choice) runs on the PyTorch fp32 model it was built
+    from, which stays loaded; :attr:`runtime` says ``openvino``."""
+
+    runtime = "openvino"
+
+    def __init__(self, model, tokenizer, xml: str | Path, ov_precision: str = "fp32",
+                 source: str = "model", threads: int | None = None):
+        super().__init__(model, tokenizer, device="cpu", source=source, precision="fp32")
+        self.ov_model = OvModel(xml, ov_precision, threads, config=model.config)
+        self.ov_precision = ov_precision
+        self._lock = threading.Lock()  # one infer request: one batch at a time
+
+    def run_rows(self, key: tuple, rows: Sequence) -> list:
+        """As :meth:`TaskInference.run_rows`; ``logits``/``tokens``/``span`` rows on OpenVINO."""
+        kind = key[0]
+        if kind not in ROW_KINDS:
+            return super().run_rows(key, rows)
+        ids, types, mask = self._pad(rows)
+        lengths = [len(r.input_ids) for r in rows]
+        with self._lock:
+            out = self.ov_model(ids, types, mask)
+        if kind == "logits":
+            return list(out.logits.float().numpy())
+        if kind == "tokens":
+            logits = out.logits.float().numpy()
+            return [logits[i, :n] for i, n in enumerate(lengths)]
+        start, end = out.start_logits.float().numpy(), out.end_logits.float().numpy()
+        return [(start[i, :n], end[i, :n]) for i, n in enumerate(lengths)]
+
+
+def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: Sequence | None = None,
+                  out_dir: str | Path | None = None, threads: int | None = None) -> OpenVinoInference:
+    """``model_dir`` (a float model directory) converted to OpenVINO and loaded behind the
+    inference engine. ``precision``: ``fp32``, ``bf16`` (native-bf16 CPUs only), ``int8``
+    (NNCF static quantisation calibrated on ``calibration``: texts, or ``(text, pair)`` tuples,
+    of the model's own task: a few hundred) or ``auto`` (:func:`bertkit.precision.resolve`'s
+    CPU rule: bf16 where native, else fp32; never int8). The converted model is written to
+    ``out_dir`` (default: a temporary folder, removed with the returned object)."""
+    from bertkit.checkpoint import load_tokenizer
+    from bertkit.inference.int8 import load_model
+    from bertkit.precision import resolve
+
+    precision = resolve(precision, "cpu", ("auto", "fp32", "bf16", "int8"))[0]
+    model = load_model(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    batches = None
+    if precision == "int8":
+        if not calibration:
+            raise BertkitError("OpenVINO int8 needs calibration texts of the model's task "
+                               "(a few hundred), never random ids")
+        texts = [c[0] if isinstance(c, tuple | list) else c for c in calibration]
+        pairs = [c[1] for c in calibration] if all(isinstance(c, tuple | list) for c in calibration) else None
+        limit = min(model.config.max_position_embeddings, 512)
+        batches = calibration_batches(tokenizer.encode_batch(texts, pairs, max_length=limit))
+    keep = None
+    if out_dir is None:
+        keep = tempfile.TemporaryDirectory(prefix="bertkit-openvino-")
+        out_dir = keep.name
+    xml = convert(model_dir, out_dir, int8=precision == "int8", calibration=batches)
+    engine = OpenVinoInference(model, tokenizer, xml, precision, source=str(model_dir), threads=threads)
+    engine._converted = keep  # the temporary folder lives as long as the engine
+    return engine
