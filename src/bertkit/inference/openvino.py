@@ -57,10 +57,20 @@ def native_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
+def _field(row, name: str):
+    """``name`` (input_ids / token_type_ids) of a row: an encoding, a feature dict, or (for
+    input_ids) a plain list of ids; None when the row has no such field."""
+    if isinstance(row, dict):
+        return row.get(name)
+    if hasattr(row, name):
+        return getattr(row, name)
+    return row if name == "input_ids" else None
+
+
 def pad_rows(rows: Sequence, pad_id: int = 0) -> dict[str, np.ndarray]:
-    """Rows (token-id lists, or encodings with ``input_ids``/``token_type_ids``) -> the graph's
-    int64 inputs, padded to the longest row."""
-    ids_of = [list(getattr(r, "input_ids", r)) for r in rows]
+    """Rows (token-id lists, encodings, or task feature dicts with ``input_ids`` and
+    ``token_type_ids``) -> the graph's int64 inputs, padded to the longest row."""
+    ids_of = [list(_field(r, "input_ids")) for r in rows]
     width = max(len(r) for r in ids_of)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros_like(ids)
@@ -68,7 +78,9 @@ def pad_rows(rows: Sequence, pad_id: int = 0) -> dict[str, np.ndarray]:
     for i, (row, original) in enumerate(zip(ids_of, rows)):
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
-        types[i, : len(row)] = getattr(original, "token_type_ids", None) or 0
+        given = _field(original, "token_type_ids")
+        if given is not None:
+            types[i, : len(row)] = list(given)
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
