@@ -13,13 +13,22 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
   "bertkit compiled" (``torch.compile(dynamic=True)``, compiled before timing).
 
 ``--precision`` times the precision axis instead: a sequence classifier (random weights, the
-same in every row) as bertkit fp32 / bf16 / INT8, ONNX Runtime fp32 / INT8 (``export-onnx``)
-and Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same
-PyTorch dynamic quantisation as bertkit's), on the same fixed-length and SST-2 workloads,
-with ratios to Hugging Face fp32. bertkit and ONNX Runtime get bertkit's length-sorted text
-batches, Hugging Face the file-order ones. Every row's logits are checked against bertkit
-fp32 first (fp32 rows within 1e-3, the others within 10% of the logits' range or 0.01,
-whichever is larger: random weights give logits close together).
+same in every row) as bertkit fp32 / bf16 / INT8, ONNX Runtime fp32 / INT8 (``export-onnx``),
+Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same
+PyTorch dynamic quantisation as bertkit's), OpenVINO fp32 / bf16 / INT8
+(``bertkit.inference.openvino``: bertkit's ONNX graph; INT8 by NNCF post-training static
+quantisation calibrated on 300 SST-2 *train* sentences; bf16 only where the CPU has it
+natively) and CTranslate2 fp32 / INT8 (its Transformers converter; the classifier layer
+applied in PyTorch to its pooled output), on the same workloads, with ratios to Hugging Face
+fp32. OpenVINO and CTranslate2 are optional (``pip install bertkit[bench]``): without them,
+or without SST-2 for the calibration, their rows are skipped with a note. With SST-2 present
+the fixed-length batches are real dev text packed into rows of ``--seq-len`` tokens (static
+INT8 is calibrated on text, and random ids would fall outside its activation ranges; the
+speed of a shape does not depend on the ids). bertkit, ONNX Runtime, OpenVINO and
+CTranslate2 get bertkit's length-sorted text batches, Hugging Face the file-order ones.
+Every row's logits are checked against bertkit fp32 first (fp32 rows within 1e-3, the others
+within 10% of the logits' range or 0.01, whichever is larger: random weights give logits
+close together).
 
 Each figure is the best of ``--rounds`` interleaved rounds (the CPU may be shared), each
 round running at least ``--min-time`` seconds (and at least one batch). Every
@@ -29,7 +38,7 @@ the CPU) for every row alike; ``--default-malloc`` leaves it as it is.
 
     python bench/inference.py                      # base and mini, a few minutes on 2 cores
     python bench/inference.py --shapes mini --rounds 1 --min-time 0.5   # quick look
-    python bench/inference.py --precision          # fp32 / bf16 / INT8 / ONNX Runtime / HF
+    python bench/inference.py --precision          # fp32 / bf16 / INT8 / ORT / HF / OpenVINO / CT2
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ import copy
 import csv
 import functools
 import json
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -55,7 +66,8 @@ from bertkit.model import BertForSequenceClassification, BertModel
 from bertkit.precision import autocast
 
 PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "ort fp32", "ort int8", "hf fp32",
-                  "hf int8")
+                  "hf int8", "ov fp32", "ov bf16", "ov int8", "ct2 fp32", "ct2 int8")
+CALIBRATION = 300  # SST-2 *train* sentences for OpenVINO's static INT8 (timing and checks use dev)
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -140,9 +152,9 @@ def stride_sample(batches, count: int):
     return [batches[int(i * step + step / 2)] for i in range(count)]
 
 
-def sst2_token_ids(limit: int):
-    """Token ids of SST-2 dev sentences ([CLS] ... [SEP]), or None when the data is absent."""
-    dev, vocab = DATA / "glue" / "SST-2" / "dev.tsv", DATA / "vocab" / "bert-base-uncased-vocab.txt"
+def sst2_token_ids(limit: int, split: str = "dev"):
+    """Token ids of SST-2 ``split`` sentences ([CLS] ... [SEP]), or None when the data is absent."""
+    dev, vocab = DATA / "glue" / "SST-2" / f"{split}.tsv", DATA / "vocab" / "bert-base-uncased-vocab.txt"
     if not dev.exists() or not vocab.exists():
         return None
     from bertkit.tokenizer import BertTokenizer
@@ -153,6 +165,17 @@ def sst2_token_ids(limit: int):
     if limit:
         sentences = sentences[:limit]
     return [e.input_ids for e in tok.encode_batch(sentences, max_length=128)]
+
+
+def packed_batch(rows, size: int, width: int):
+    """``size`` rows of exactly ``width`` tokens: ``[CLS]`` + the sentences of ``rows`` (their
+    ``[CLS]``/``[SEP]`` stripped) run together, cut to fit + ``[SEP]``; real text at a fixed shape."""
+    cls, sep = rows[0][0], rows[0][-1]
+    stream = [t for r in rows for t in r[1:-1]]
+    need = size * (width - 2)
+    stream = (stream * (need // max(len(stream), 1) + 1))[:need]
+    ids = torch.tensor([[cls, *stream[i * (width - 2) : (i + 1) * (width - 2)], sep] for i in range(size)])
+    return ids, torch.zeros_like(ids), torch.ones_like(ids)
 
 
 def text_workloads(rows, size: int, hidden: int, args):
@@ -270,7 +293,80 @@ def bench_shape(shape: str, args, results, text_ids):
 
 
 # ----------------------------------------------------------------- the precision axis
-def precision_runners(model, directory, names, tmp):
+def openvino_runners(directory, names, tmp, calibration):
+    """The ``ov *`` rows of ``names``: bertkit's ONNX graph under OpenVINO (INT8: NNCF static
+    quantisation calibrated on ``calibration``, token-id rows of real text)."""
+    wanted = [n for n in names if n.startswith("ov ")]
+    if not wanted:
+        return {}
+    try:
+        from bertkit.inference import openvino as bov
+        bov.require_openvino()
+        import nncf  # noqa: F401  (INT8)
+    except Exception as e:  # noqa: BLE001  (an optional engine: any import failure skips it)
+        print(f"  (OpenVINO rows skipped: {e}; pip install 'bertkit[bench]')", flush=True)
+        return {}
+    runners = {}
+    float_xml = bov.convert(directory, Path(tmp) / "ov")
+    for name in wanted:
+        precision = name.split()[1]
+        if precision == "bf16" and not bov.native_bf16():
+            print("  (ov bf16 skipped: OpenVINO runs bf16 only on a CPU with native bf16, and this one "
+                  "has none: it would run fp32)", flush=True)
+            continue
+        if precision == "int8":
+            if calibration is None:
+                print("  (ov int8 skipped: no SST-2 train text to calibrate on)", flush=True)
+                continue
+            xml = bov.convert(directory, Path(tmp) / "ovq", int8=True,
+                              calibration=bov.calibration_batches(calibration))
+        else:
+            xml = float_xml
+        ov_model = bov.OvModel(xml, precision, threads=torch.get_num_threads())
+        runners[name] = lambda ids, types, mask, m=ov_model: m(ids, types, mask).logits
+    return runners
+
+
+def ctranslate2_runners(model, directory, names, tmp):
+    """The ``ct2 *`` rows of ``names``: CTranslate2's encoder (from its Transformers converter)
+    + bertkit's classifier layer on its pooled output."""
+    wanted = [n for n in names if n.startswith("ct2 ")]
+    if not wanted:
+        return {}
+    try:
+        import ctranslate2
+    except ImportError as e:
+        print(f"  (CTranslate2 rows skipped: {e}; pip install 'bertkit[bench]')", flush=True)
+        return {}
+    import numpy as np
+
+    source = Path(tmp) / "ct2-source"  # a copy with what its converter reads beyond bertkit's files
+    shutil.copytree(directory, source)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # it wants a tokenizer (ids are fed)
+    vocab += [f"t{i}" for i in range(model.config.vocab_size - len(vocab))]
+    (source / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    config.setdefault("position_embedding_type", "absolute")  # transformers 5 dropped the key
+    (source / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    out = Path(tmp) / "ct2"
+    ctranslate2.converters.TransformersConverter(str(source)).convert(str(out), force=True)
+    runners = {}
+    for name in wanted:
+        compute = {"fp32": "float32", "int8": "int8_float32"}[name.split()[1]]
+        encoder = ctranslate2.Encoder(str(out), device="cpu", compute_type=compute,
+                                      intra_threads=torch.get_num_threads())
+
+        def run(ids, types, mask, enc=encoder):
+            lengths = ctranslate2.StorageView.from_array(mask.sum(1).numpy().astype(np.int32))
+            result = enc.forward_batch(ctranslate2.StorageView.from_array(ids.numpy().astype(np.int32)),
+                                       lengths, types.tolist())
+            with torch.inference_mode():
+                return model.classifier(torch.as_tensor(np.asarray(result.pooler_output)))
+        runners[name] = run
+    return runners
+
+
+def precision_runners(model, directory, names, tmp, calibration=None):
     """name -> ``run(ids, types, mask) -> logits`` for each row of ``names`` that applies."""
     runners = {}
 
@@ -312,6 +408,8 @@ def precision_runners(model, directory, names, tmp):
                 q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(hf), {torch.nn.Linear},
                                                            dtype=torch.qint8)
             runners["hf int8"] = hf_run(q)
+    runners.update(openvino_runners(directory, names, tmp, calibration))
+    runners.update(ctranslate2_runners(model, directory, names, tmp))
     return runners
 
 
@@ -340,20 +438,23 @@ def compare_precisions(label, workloads, runners, args, results):
     results.append({"workload": label, "seq_per_s": best})
 
 
-def bench_precision_shape(shape: str, args, results, text_ids):
+def bench_precision_shape(shape: str, args, results, text_ids, calibration=None):
     config = BertConfig.preset(shape)
     torch.manual_seed(0)
     model = BertForSequenceClassification(config, 2).eval()
     names = [r.strip() for r in args.rows.split(",") if r.strip()]
     with tempfile.TemporaryDirectory() as tmp:
         save_pretrained(model, Path(tmp) / "m")
-        runners = precision_runners(model, Path(tmp) / "m", names, tmp)
+        runners = precision_runners(model, Path(tmp) / "m", names, tmp, calibration)
         print(f"{shape}: {config.num_hidden_layers} layers, hidden {config.hidden_size} "
               f"(rows: {', '.join(runners)})", flush=True)
         g = torch.Generator().manual_seed(1)
         for size in [int(b) for b in args.batch_sizes.split(",") if b.strip()]:
-            ids = torch.randint(1000, config.vocab_size, (size, args.seq_len), generator=g)
-            batch = (ids, torch.zeros_like(ids), torch.ones_like(ids))
+            if text_ids is None:
+                ids = torch.randint(1000, config.vocab_size, (size, args.seq_len), generator=g)
+                batch = (ids, torch.zeros_like(ids), torch.ones_like(ids))
+            else:
+                batch = packed_batch(text_ids, size, args.seq_len)
             check_logits(runners, batch)
             compare_precisions(f"fixed {args.seq_len} x {size}", {n: [batch] for n in runners},
                                runners, args, results)
@@ -364,6 +465,20 @@ def bench_precision_shape(shape: str, args, results, text_ids):
         check_logits(runners, by_length[0])
         workloads = {n: (file_order if n.startswith("hf") else by_length) for n in runners}
         compare_precisions(f"SST-2 dev x {args.text_batch}", workloads, runners, args, results)
+
+
+def cpu_line() -> str:
+    """The CPU's model name and the flags that decide INT8/bf16 speed."""
+    from bertkit.cpu import CPUINFO, cpu_bf16_support, cpu_has_vnni
+
+    try:
+        info = CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        info = ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                 "unknown CPU")
+    return (f"{model}, {os.cpu_count()} logical CPUs, VNNI {'yes' if cpu_has_vnni() else 'no'}, "
+            f"native bf16 {'yes' if cpu_bf16_support().native else 'no'}")
 
 
 def main(argv=None) -> int:
@@ -389,8 +504,17 @@ def main(argv=None) -> int:
           f"{'default' if args.default_malloc else 'keeping freed memory'}")
     text_ids = sst2_token_ids(args.text_limit)
     results: list[dict] = []
+    if args.precision:
+        train = sst2_token_ids(0, "train") if any(r.strip() == "ov int8" for r in args.rows.split(",")) else None
+        calibration = train[:CALIBRATION] if train else None
+        print(f"machine: {cpu_line()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for shape in args.shapes.split(","):
-        (bench_precision_shape if args.precision else bench_shape)(shape.strip(), args, results, text_ids)
+        if args.precision:
+            bench_precision_shape(shape.strip(), args, results, text_ids, calibration)
+        else:
+            bench_shape(shape.strip(), args, results, text_ids)
+    if args.precision:
+        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0
