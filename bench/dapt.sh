@@ -11,6 +11,8 @@
 #   MODEL=../shared/data/models/bert-tiny-splade   the checkpoint to adapt
 #   STEPS=N            pre-train N steps instead of BUDGET (a smoke test, or equal steps)
 #   SCRATCH=0          leave out the from-scratch row
+#   PT_SEED=1          pre-training seed (another seed in another OUT gives the spread over
+#                      pre-training runs; OUT may link data/, pt-data/, pt-eval/ of the first)
 #   LRS=3e-4,1e-3 SEEDS=1,2 EPOCHS=3               the fine-tuning grid (every row the same)
 #   MAX_TRAIN_EXAMPLES=N                           fine-tune on a sample of the training set
 #   PRECISION=fp32     pre-training and fine-tuning precision (auto picks bf16 on native-bf16
@@ -68,7 +70,7 @@ fi
 #    at lr 5e-4 (DAPT's peak rate), and the same size from scratch at 1e-3 (Table 5's)
 PT=(--data "$OUT/pt-data" --eval-data "$OUT/pt-eval" --vocab "$VOCAB" --objective mlm
     "${LENGTH[@]}" --batch-size 32 --warmup-fraction 0.06 --dropout 0 --precision "$PRECISION"
-    --seed 1 --log-every 50 --eval-every 500 --eval-batches 20 --save-every 250 --resume)
+    --seed "${PT_SEED:-1}" --log-every 50 --eval-every 500 --eval-batches 20 --save-every 250 --resume)
 if has pretrain; then
   [ -f "$OUT/pt-domain/model/config.json" ] || $BERTKIT pretrain "${PT[@]}" \
     --init-from "$MODEL" --lr 5e-4 --out "$OUT/pt-domain"
