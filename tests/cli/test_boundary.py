@@ -173,7 +173,6 @@ def test_pytorch_quantized_tensor_deprecation_never_reaches_the_user(tmp_path):
     from pathlib import Path
 
     from bertkit.cli.main import main
-
     from tests.task_models import make_task_model
 
     model = make_task_model(tmp_path, "sst2")
