@@ -163,3 +163,13 @@ def test_token_batches_respect_the_budget():
     assert sorted(n for b in batches for n in b) == sorted(lengths)
     assert batches[0] == [30]  # longer than the budget: alone
     assert all(len(b) <= 3 and (len(b) == 1 or len(b) * max(b) <= 24) for b in batches)
+
+
+def test_a_pair_sent_to_a_single_sentence_model_is_refused(tmp_path):
+    """Report case 14: a pair to the SST-2 model was scored as an input it never saw."""
+    sst2 = load(make_task_model(tmp_path, "sst2"))
+    with pytest.raises(InputError, match="fine-tuned on single texts"):
+        sst2.predict([["a fine film", "a dull one"]])  # a list holding one pair
+    assert len(sst2.predict(["a fine film", "a dull one"])) == 2  # two texts, as before
+    pair = load(make_task_model(tmp_path, "pair"))
+    assert len(pair.predict(["the man went", "he went"])) == 2  # a pair model takes pairs

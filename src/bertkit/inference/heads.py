@@ -305,6 +305,9 @@ class TaskInference:
         else:
             text, pair = _text(item, "the input"), None
         family = self.family(long_text)
+        if pair is not None and saved_task_options(self.model.config)[0] and not getattr(family, "pair", True):
+            raise InputError(f"this model was fine-tuned on single texts ({family.name}); a sentence "
+                             "pair would be read as an input it never saw: send one text per input")
         rows, features = self._featurize(family, TextExample("0", text, pair, None))
         truncated = bool(features.num_truncated) or self._pair_cut(family, text, pair)
         self._check_overflow(truncated, on_overflow)
