@@ -145,7 +145,7 @@ class TaskInference:
         n = getattr(self.model, "num_labels", None)
         if n is None:
             return []
-        if saved_task_options(self.model.config)[0] is not None:
+        if self.saved_task[0] is not None:
             names = getattr(self.family(), "label_names", None)
             if names is not None and len(names) == n:
                 return list(names)
@@ -164,15 +164,30 @@ class TaskInference:
         classification or regression with the model's labels, token classification, SQuAD
         v1.1, SWAG); ``None`` for a model without a task head. ``long_text``, when it differs
         from the model's own choice, replaces the saved long-text options."""
-        name, options = saved_task_options(self.model.config)
-        if long_text is not None and long_text != self.long_text_choice():
-            options = {k: v for k, v in options.items() if k not in LONG_TEXT_OPTIONS}
-            options.update(long_text.options() or {"long_text": "truncate"})
-        key = (name, json.dumps(options, sort_keys=True, default=str))
         cache = self.__dict__.setdefault("_families", {})
+        if "own" not in cache:  # the model's own family: built once
+            cache["own"] = self._build_family(*self.saved_task)
+        if long_text is None:
+            return cache["own"]
+        if "own long text" not in cache:
+            cache["own long text"] = self.long_text_choice()
+        if long_text == cache["own long text"]:
+            return cache["own"]
+        name, options = self.saved_task
+        options = {k: v for k, v in options.items() if k not in LONG_TEXT_OPTIONS}
+        options.update(long_text.options() or {"long_text": "truncate"})
+        key = json.dumps(options, sort_keys=True, default=str)
         if key not in cache:
             cache[key] = self._build_family(name, options)
         return cache[key]
+
+    @property
+    def saved_task(self) -> tuple[str | None, dict]:
+        """The task this model was fine-tuned on and its options (:func:`saved_task_options`),
+        read once."""
+        if "_saved_task" not in self.__dict__:
+            self._saved_task = saved_task_options(self.model.config)
+        return self._saved_task[0], dict(self._saved_task[1])
 
     def _build_family(self, name: str | None, options: dict):
         from bertkit.tasks import get_task
@@ -217,7 +232,7 @@ class TaskInference:
         ``pool_windows``, as ``bertkit predict`` reads them) overlaid with ``given`` (the
         flags set); a stride not smaller than the window of one text (``max_length - 2``) is a
         :class:`BertkitError` naming ``--stride``."""
-        saved = {k: v for k, v in saved_task_options(self.model.config)[1].items() if k in LONG_TEXT_OPTIONS}
+        saved = {k: v for k, v in self.saved_task[1].items() if k in LONG_TEXT_OPTIONS}
         choice = LongText.from_options({**saved, **{k: v for k, v in (given or {}).items() if v is not None}})
         if choice.windowed and choice.stride is not None:
             check_stride(self.max_length - 2, choice.stride)
@@ -305,7 +320,7 @@ class TaskInference:
         else:
             text, pair = _text(item, "the input"), None
         family = self.family(long_text)
-        if pair is not None and saved_task_options(self.model.config)[0] and not getattr(family, "pair", True):
+        if pair is not None and self.saved_task[0] and not getattr(family, "pair", True):
             raise InputError(f"this model was fine-tuned on single texts ({family.name}); a sentence "
                              "pair would be read as an input it never saw: send one text per input")
         rows, features = self._featurize(family, TextExample("0", text, pair, None))
