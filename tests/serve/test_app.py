@@ -384,3 +384,23 @@ def test_the_main_thread_loads_the_model_on_one_thread(tmp_path, monkeypatch):
     create_app(ServeConfig(model=str(directory)))
     assert seen == [1]
     assert torch.get_num_threads() == before
+
+
+def test_a_latin1_body_and_a_taken_port_say_what_is_wrong(classify):
+    """Report cases 20 and 59: 'There was an error parsing the body' and uvicorn's
+    'Application shutdown complete' did not say what to change."""
+    import socket
+
+    from bertkit.errors import BertkitError
+    from bertkit.serve.app import check_port
+
+    client, _ = classify
+    response = client.post("/predict", content='{"inputs": "café"}'.encode("latin-1"),
+                           headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and "not UTF-8" in response.json()["error"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(BertkitError, match=f"--port {port}: cannot listen"):
+            check_port("127.0.0.1", port)

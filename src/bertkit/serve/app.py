@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.cpu import torch_threads
+from bertkit.errors import BertkitError
 from bertkit.inference.heads import InputError, Plan
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
@@ -493,6 +494,35 @@ def _validation(exc: Exception) -> ApiError:
     return ApiError("; ".join(dict.fromkeys(parts)), "Validation")
 
 
+async def _unreadable_body(request: Request) -> str:
+    """Why FastAPI could not parse a body (it says only "There was an error parsing the body")."""
+    body = await request.body()
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return (f"the body is not UTF-8 (byte {e.start}: 0x{body[e.start]:02x}); send JSON "
+                "encoded as UTF-8")
+    return "the body could not be parsed as JSON (nested too deeply, or not JSON)"
+
+
+def check_port(host: str, port: int) -> None:
+    """A :class:`BertkitError` naming ``--port`` when ``host:port`` cannot be bound (another
+    server there), before a model is loaded; uvicorn alone logs the error and then
+    "Application shutdown complete"."""
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise BertkitError(f"--port {port}: cannot listen on {host}:{port} ({e.strerror}); "
+                               "another server may be using it: choose another --port") from None
+
+
 def create_app(config: ServeConfig, bert=None) -> FastAPI:
     """The application serving ``config.model`` (or the already loaded ``bert``)."""
     from bertkit.serve.gate import Gate, add_docs
@@ -557,6 +587,8 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "Validation")
         message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on "
                    f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
+        if exc.status_code == 400 and str(exc.detail) == "There was an error parsing the body":
+            message = await _unreadable_body(request)
         return fail(request, ApiError(message, kind, exc.status_code, getattr(exc, "headers", None)))
 
     def reply(answer_headers) -> JSONResponse:
@@ -700,6 +732,7 @@ def run(config: ServeConfig) -> None:
     from bertkit.serve.config import ENV_VAR
 
     config.check()
+    check_port(config.host, config.port)
     options = dict(host=config.host, port=config.port, log_level="info", timeout_graceful_shutdown=30)
     if config.workers > 1:
         os.environ[ENV_VAR] = config.to_json()
