@@ -120,8 +120,8 @@ def check_tasks(names, data: str | Path) -> list[str]:
     return tasks
 
 
-def check_model(model_dir: str | Path, random_init: bool):
-    """The model's tokenizer; the directory must hold a config, a vocabulary and (unless
+def check_starting_model(model_dir: str | Path, random_init: bool):
+    """The starting (pre-trained) model's tokenizer; the directory must hold a config, a vocabulary and (unless
     ``random_init``) weights."""
     from bertkit.checkpoint import is_model_dir, load_config, load_tokenizer
 
@@ -221,7 +221,7 @@ def downstream(model_dir: str | Path, cfg: DownstreamConfig, echo=print) -> dict
     """Run (or finish) the grid on every task; write and return ``results.json``'s contents."""
     cfg.validate()
     tasks = check_tasks(cfg.tasks, cfg.data)
-    tokenizer = check_model(model_dir, cfg.random_init)
+    tokenizer = check_starting_model(model_dir, cfg.random_init)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     total = len(tasks) * len(cfg.lrs) * len(cfg.seeds)
