@@ -89,6 +89,7 @@ class Service:
         # as TEI: the default pooling is the model's sentence-transformers pooling, else cls
         self.pooling = (read_st_pooling(config.model) if config.model else None) or "cls"
         self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0)
+        self.tokenizing_off_loop = 0  # long requests being cut into windows in a worker thread
 
     def start(self) -> None:
         c = self.config
@@ -142,7 +143,11 @@ class Service:
 
         start = time.perf_counter()
         if _chars(items) > OFF_LOOP_CHARS:  # a long text (windows) must not stall /health
-            plans = await run_in_threadpool(build)
+            self.tokenizing_off_loop += 1
+            try:
+                plans = await run_in_threadpool(build)
+            finally:
+                self.tokenizing_off_loop -= 1
         else:  # short: in the loop (fewer threads contending for the GIL with the forward passes)
             plans = build()
         return plans, time.perf_counter() - start
@@ -427,11 +432,15 @@ class Service:
 
     async def healthy(self) -> bool:
         """The worker thread lives and the model answers: busy, it is working; idle, a
-        two-token probe runs through the batcher (as TEI's backend health check)."""
+        two-token probe runs through the batcher (as TEI's backend health check).
+
+        While a long text is tokenised in a worker thread the probe is skipped: that thread
+        holds the GIL for most of each switch interval, and the probe's forward pass, which
+        takes it back between every operator, would wait for it (about 1 s for a 4 MB text)."""
         b = self.batcher
         if b is None or not b.alive:
             return False
-        if b.running or b.queued:
+        if b.running or b.queued or self.tokenizing_off_loop:
             return True
         tok = self.bert.tokenizer
         probe = Plan([_Tokens([tok.cls_token_id, tok.sep_token_id])], ("states",), lambda outputs: True)
