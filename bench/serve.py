@@ -3,7 +3,8 @@ made as fair as we could, at the same precision.
 
 Servers (``--servers``, comma-separated):
 
-* ``bertkit fp32`` / ``bertkit int8``: ``bertkit serve`` (continuous batching);
+* ``bertkit fp32`` / ``bertkit int8``: ``bertkit serve`` (continuous batching); ``bertkit int8 x86``:
+  the same with its INT8 layers packed for PyTorch's ``x86`` engine (``BERTKIT_INT8_ENGINE=x86``);
 * ``hf fp32`` / ``hf int8``: the ``text-classification`` pipeline behind the same framework
   (FastAPI + uvicorn), every model call serialised on ONE thread (a one-worker executor:
   no thread-pool oversubscription), loaded under one intra-op thread as bertkit loads its
@@ -48,7 +49,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-SERVERS = ("bertkit fp32", "bertkit int8", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
+SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
            "bertkit embed", "st embed")
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -220,7 +221,9 @@ def start(server: str, args, port: int) -> subprocess.Popen:
         cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", server,
                "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
     else:
-        precision = server.split()[-1]
+        precision = server.split()[1]
+        if server == "bertkit int8 x86":  # INT8 layers packed for PyTorch's x86 engine, not onednn
+            env["BERTKIT_INT8_ENGINE"] = "x86"
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.model, "--port", str(port),
                "--precision", precision, "--max-queue", "4096"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -407,12 +410,13 @@ def main(argv=None) -> int:
         if ours and theirs:
             print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
-    for precision in ("fp32", "int8"):
+    for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86"):
+        precision = mine.split()[1]
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:
-                ours, theirs = by.get((f"bertkit {precision}", c)), by.get((baseline, c))
+                ours, theirs = by.get((mine, c)), by.get((baseline, c))
                 if ours and theirs:
-                    print(f"bertkit {precision} / {baseline} at concurrency {c}: "
+                    print(f"{mine} / {baseline} at concurrency {c}: "
                           f"x{ours['rps'] / theirs['rps']:.2f} requests/s, p50 {ours['p50_ms']:.1f} vs "
                           f"{theirs['p50_ms']:.1f} ms")
     if args.json:

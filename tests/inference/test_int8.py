@@ -96,6 +96,44 @@ def test_int8_packs_for_its_engine_and_restores_the_process_setting(tmp_path, mo
     assert quantized.engine == other
 
 
+def test_few_rows_run_on_the_second_packing_with_the_same_weights(tmp_path, monkeypatch):
+    import bertkit.inference.int8 as int8
+
+    quantized = torch.backends.quantized
+    if not {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) or INT8_ENGINE == int8.SMALL_ENGINE:
+        pytest.skip("needs both INT8 engines")
+    directory = make_task_model(tmp_path, "classify")
+    model = quantize_int8(load_model(directory))
+    layers = [m for m in model.modules() if isinstance(m, int8._dynamic_linear())]
+    assert layers and all(m.small is not None for m in layers)
+    save_int8(model, tmp_path / "int8")
+    loaded = load_model(tmp_path / "int8")
+    assert all(m.small is not None for m in loaded.modules() if isinstance(m, int8._dynamic_linear()))
+    small_calls, smalls = [], {id(m.small) for m in loaded.modules() if isinstance(m, int8._dynamic_linear())}
+    real = torch.ops.quantized.linear_dynamic
+
+    def spy(x, packed, reduce_range=False):
+        small_calls.append((x.numel() // x.shape[-1], id(packed) in smalls))
+        return real(x, packed, reduce_range=reduce_range)
+
+    ids = torch.tensor([[2, 5, 6, 7, 8, 5, 9, 16, 3]])
+    with torch.no_grad():
+        monkeypatch.setattr(int8, "SMALL_ROWS", 0)  # everything on INT8_ENGINE's packing
+        one = loaded(ids)["logits"]
+        monkeypatch.setattr(int8, "SMALL_ROWS", 256)
+        monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
+        two = loaded(ids)["logits"]
+        assert small_calls and all(small for _, small in small_calls)
+        monkeypatch.setattr(int8, "SMALL_ROWS", 4)  # 9 token rows: the big packing, 1 pooled row: small
+        small_calls.clear()
+        loaded(ids)
+    assert {rows for rows, small in small_calls if small} == {1}  # the pooler's and the head's row
+    assert {rows for rows, small in small_calls if not small} == {9}
+    # same int8 weights, same activation quantisation: the kernels differ in rounding only
+    np.testing.assert_allclose(one.numpy(), two.numpy(), atol=2e-2)
+    assert one.argmax(-1).tolist() == two.argmax(-1).tolist()
+
+
 def test_an_unknown_int8_engine_is_a_clear_error(monkeypatch):
     import bertkit.inference.int8 as precision
 

@@ -10,7 +10,10 @@ per batch at run time, products on the CPU's int8 (VNNI) kernels. That route was
 ``torch.compile``) and ONNX Runtime's quantiser (kept for ``export-onnx --int8``); the
 measurements are in docs/serving.md. The layers are packed for PyTorch's ``onednn`` quantised
 engine (:func:`int8_engine`; ``BERTKIT_INT8_ENGINE`` picks another), faster than the ``x86``
-default on the Intel Xeon measured, with the same accuracy.
+default on the Intel Xeon measured, with the same accuracy, for inputs of many rows (tokens
+of a batch); for a few rows, as a server's lone short request, the ``x86`` engine's fbgemm
+kernels are 2-4x faster per layer. So each layer is packed twice (:class:`Int8Linear`): an
+input of at most :data:`SMALL_ROWS` rows runs on fbgemm, a larger one on onednn.
 
 The precision names, the ``auto`` rule and the autocast context are
 :mod:`bertkit.precision`'s, shared with training; this module holds what only INT8 needs.
@@ -24,6 +27,7 @@ without re-quantising.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import warnings
@@ -43,6 +47,12 @@ PRECISION_KEY = "bertkit_precision"
 # docs/serving.md, 6-21% faster than the x86 default on BERT-Base, with the same accuracy.
 # BERTKIT_INT8_ENGINE picks another (x86, fbgemm) where that is faster.
 INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
+# Inputs of at most this many rows (batch x tokens) run on SMALL_ENGINE's kernels, packed as
+# a second copy of each layer's int8 weights. Per layer, on the 2-core AMD EPYC (AVX2, no
+# VNNI) of docs/serving.md: x86 takes 0.28-0.53x onednn's time at 1-8 rows, 0.45-0.77x at
+# 24-64, 0.74-0.94x at 128, even at 256, 1.02-1.13x at 1,024-4,096. 0 packs one copy only.
+SMALL_ENGINE = "x86"
+SMALL_ROWS = int(os.environ.get("BERTKIT_INT8_SMALL_ROWS", "256"))
 
 
 def _quantisable(model: nn.Module) -> list[str]:
@@ -51,10 +61,44 @@ def _quantisable(model: nn.Module) -> list[str]:
             if type(m) is nn.Linear and not name.endswith("mlm_head.decoder")]
 
 
+@functools.cache
 def _dynamic_linear():
+    """:class:`Int8Linear` (made on first use: ``torch.ao`` is imported only for INT8)."""
     from torch.ao.nn.quantized.dynamic import Linear
 
-    return Linear
+    class Int8Linear(Linear):
+        """PyTorch's dynamic INT8 linear layer, packed for :data:`INT8_ENGINE` and, where
+        :func:`pack_small` ran, again for :data:`SMALL_ENGINE`: an input of at most
+        :data:`SMALL_ROWS` rows runs on the second packing (same int8 weights and scales,
+        activations quantised the same way, ``reduce_range`` as PyTorch's own layer)."""
+
+        small = None
+
+        def pack_small(self) -> None:
+            quantized = torch.backends.quantized
+            if SMALL_ROWS <= 0 or SMALL_ENGINE == quantized.engine or SMALL_ENGINE not in quantized.supported_engines:
+                return
+            weight, bias = self._weight_bias()
+            with _engine(SMALL_ENGINE):
+                self.small = torch.ops.quantized.linear_prepack(weight, bias)
+
+        def forward(self, x):
+            if self.small is not None and x.numel() <= SMALL_ROWS * x.shape[-1]:
+                return torch.ops.quantized.linear_dynamic(x, self.small, reduce_range=True).to(x.dtype)
+            return super().forward(x)
+
+    return Int8Linear
+
+
+@contextmanager
+def _engine(name: str):
+    quantized = torch.backends.quantized
+    previous = quantized.engine
+    quantized.engine = name
+    try:
+        yield name
+    finally:
+        quantized.engine = previous
 
 
 @contextmanager
@@ -63,16 +107,15 @@ def int8_engine():
     PyTorch supports it; else its default engine). A layer keeps the kernels it was packed for
     whatever the process-wide engine is later, so only packing needs the context."""
     quantized = torch.backends.quantized
-    previous = quantized.engine
     if INT8_ENGINE in quantized.supported_engines:
-        quantized.engine = INT8_ENGINE
+        name = INT8_ENGINE
     elif "BERTKIT_INT8_ENGINE" in os.environ:
         raise BertkitError(f"BERTKIT_INT8_ENGINE={INT8_ENGINE!r} is not a quantised-kernel engine of "
                            f"this PyTorch ({', '.join(quantized.supported_engines)})")
-    try:
-        yield quantized.engine
-    finally:
-        quantized.engine = previous
+    else:
+        name = quantized.engine
+    with _engine(name):
+        yield name
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
@@ -84,10 +127,15 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         raise BertkitError("int8 precision runs on the CPU only; use --device cpu")
     model = model.float().eval()
     qconfig = torch.ao.quantization.per_channel_dynamic_qconfig
+    Linear = _dynamic_linear()
     with warnings.catch_warnings(), int8_engine():
         warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notice
         torch.ao.quantization.quantize_dynamic(
-            model, {name: qconfig for name in _quantisable(model)}, dtype=torch.qint8, inplace=True)
+            model, {name: qconfig for name in _quantisable(model)}, dtype=torch.qint8,
+            mapping={nn.Linear: Linear}, inplace=True)
+        for module in model.modules():
+            if isinstance(module, Linear):
+                module.pack_small()
     model.bertkit_precision = "int8"
     return model
 
@@ -201,6 +249,7 @@ def _set_int8_linear(model: nn.Module, name: str, state: dict, directory: Path, 
         weight = torch._make_per_channel_quantized_tensor(qweight, scale.double(), zero_point, 0)
     layer = Linear(float_linear.in_features, float_linear.out_features, dtype=torch.qint8)
     layer.set_weight_bias(weight, state.get(f"{name}.bias"))
+    layer.pack_small()
     parent, _, child = name.rpartition(".")
     setattr(model.get_submodule(parent) if parent else model, child, layer)
 
