@@ -34,9 +34,11 @@ def torchrun_path() -> str:
 
 
 def torchrun_env() -> dict[str, str]:
-    """The environment of a launch: one thread per process, this checkout's bertkit first."""
+    """The environment of a launch: one thread per process, collectives that give up after
+    120 s, this checkout's bertkit first."""
     src = str(Path(bertkit.__file__).parents[1])
-    return dict(os.environ, OMP_NUM_THREADS="1",
+    # a lost node must fail the survivors within the tests' FAIL_TIMEOUT, not gloo's 30 min
+    return dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_DIST_TIMEOUT_S="120",
                 PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
 
 
@@ -116,7 +118,8 @@ class Launch:
             return None
 
     def output(self) -> str:
-        self._out.flush()
+        if not self._out.closed:  # a killed launch has closed it
+            self._out.flush()
         return self.log.read_text(errors="replace")
 
 

@@ -26,7 +26,8 @@ STEPS, SAVE_EVERY = 30, 5
 # global batch 4: one process 2 x accumulation 2, or two nodes 2 x 1; dropout off
 COMMON = dict(steps=STEPS, batch_size=2, dropout=0.0, log_every=1, save_every=SAVE_EVERY, keep=2)
 RUN_TIMEOUT = 480  # seconds for a whole launch (~16 s; minutes when the machine is crowded)
-FAIL_TIMEOUT = 120  # seconds for node 0 to fail once node 1 is lost (a few)
+FAIL_TIMEOUT = 300  # seconds for node 0 to fail once node 1 is lost (a few; at most the 120 s
+# collective timeout torchrun_env sets, plus start-up slack on a crowded machine)
 
 
 def _start(started: list[Launch], config, logs: Path, tag: str) -> list[Launch]:

@@ -27,3 +27,18 @@ def test_errors_travel_as_themselves_or_as_their_message():
     assert type(same) is BertkitError and str(same) == "out already holds a fine-tuned model"
     odd = dist._portable(_NeedsTwo(1, 2))
     assert type(odd) is BertkitError and str(odd) == "1 and 2"
+
+
+def test_the_collective_timeout_is_pytorchs_unless_bounded_by_the_environment(monkeypatch):
+    from datetime import timedelta
+
+    from bertkit.training.distributed import DIST_TIMEOUT_ENV, dist_timeout
+
+    monkeypatch.delenv(DIST_TIMEOUT_ENV, raising=False)
+    assert dist_timeout() is None
+    monkeypatch.setenv(DIST_TIMEOUT_ENV, "90")
+    assert dist_timeout() == timedelta(seconds=90)
+    for bad in ("0", "-5", "soon", "nan"):
+        monkeypatch.setenv(DIST_TIMEOUT_ENV, bad)
+        with pytest.raises(BertkitError, match=DIST_TIMEOUT_ENV):
+            dist_timeout()

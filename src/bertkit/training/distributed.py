@@ -16,6 +16,7 @@ import os
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
@@ -58,6 +59,29 @@ def pick_device(device: str | torch.device = "auto", local_rank: int = 0) -> tor
     return resolved
 
 
+# Seconds a collective may wait for the other ranks before it fails (init_process_group's
+# timeout). Unset: PyTorch's default (30 minutes for gloo, 10 for NCCL), long enough for rank 0
+# to evaluate or save while the others wait. Usually a lost machine makes gloo fail at once
+# ("Connection reset by peer"), but a CI run once saw a survivor wait more than 120 s; set
+# this to bound that wait (the multi-node test sets 120).
+DIST_TIMEOUT_ENV = "BERTKIT_DIST_TIMEOUT_S"
+
+
+def dist_timeout() -> timedelta | None:
+    """The collective timeout: ``BERTKIT_DIST_TIMEOUT_S`` seconds (> 0) if set, else None
+    (PyTorch's default)."""
+    raw = os.environ.get(DIST_TIMEOUT_ENV)
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise BertkitError(f"{DIST_TIMEOUT_ENV}={raw!r}: give a number of seconds > 0")
+    return timedelta(seconds=seconds)
+
+
 def init_distributed(device: str = "auto") -> DistContext:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -67,7 +91,9 @@ def init_distributed(device: str = "auto") -> DistContext:
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
         backend = "nccl" if dev.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+        timeout = dist_timeout()
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
+                                **({"timeout": timeout} if timeout is not None else {}))
     return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
 
 
