@@ -80,6 +80,38 @@ def parse_args(argv=None):
     return args
 
 
+class Gatherer:
+    """The baselines' batching: requests that arrive while ``call`` runs on ``one_thread``
+    wait, then go to it together (at most 256 texts per call), one answer each; an error
+    reaches every caller of that call."""
+
+    def __init__(self, one_thread, call):
+        self.one_thread, self.call = one_thread, call
+        self.waiting: list = []
+        self.draining = None
+
+    async def __call__(self, text: str):
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.append((text, future))
+        if self.draining is None or self.draining.done():
+            self.draining = asyncio.ensure_future(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.waiting:
+            taken = self.waiting[:256]
+            del self.waiting[:256]
+            try:
+                answers = await loop.run_in_executor(self.one_thread, self.call, [t for t, _ in taken])
+            except Exception as e:
+                for _, f in taken:
+                    f.set_exception(e)
+                continue
+            for (_, f), answer in zip(taken, answers):
+                f.set_result(answer)
+
+
 def st_app(model_dir: str, batch_size: int):
     """sentence-transformers behind FastAPI: ``/embed`` as TEI answers it, the waiting requests
     encoded together on one thread."""
@@ -92,28 +124,17 @@ def st_app(model_dir: str, batch_size: int):
 
     with torch_threads(1):
         model = SentenceTransformer(model_dir, device="cpu")
-    one_thread, waiting, state = ThreadPoolExecutor(1), [], {"draining": None}
+    one_thread = ThreadPoolExecutor(1)
     app = FastAPI()
 
     def encode(texts):
         return model.encode(texts, batch_size=batch_size, normalize_embeddings=True).tolist()
 
-    async def drain():
-        loop = asyncio.get_running_loop()
-        while waiting:
-            taken = waiting[:256]
-            del waiting[:256]
-            vectors = await loop.run_in_executor(one_thread, encode, [t for t, _ in taken])
-            for (_, f), v in zip(taken, vectors):
-                f.set_result([v])
+    gathered = Gatherer(one_thread, lambda texts: [[v] for v in encode(texts)])
 
     @app.post("/embed")
     async def embed(body: TextBody):
-        future = asyncio.get_running_loop().create_future()
-        waiting.append((body.inputs, future))
-        if state["draining"] is None or state["draining"].done():
-            state["draining"] = asyncio.ensure_future(drain())
-        return await future
+        return await gathered(body.inputs)
 
     @app.get("/health")
     def health():
@@ -140,39 +161,18 @@ def baseline_app(model_dir: str, server: str, batch_size: int):
             pipe.model = torch.ao.quantization.quantize_dynamic(pipe.model, {torch.nn.Linear}, dtype=torch.qint8)
     one_thread = ThreadPoolExecutor(1)
     app = FastAPI()
-    waiting: list = []
-
-    async def drain():
-        """Run every waiting request in one pipeline call (the batched variant)."""
-        loop = asyncio.get_running_loop()
-        while waiting:
-            taken = waiting[:256]
-            del waiting[:256]
-            texts = [t for t, _ in taken]
-            try:
-                answers = await loop.run_in_executor(one_thread, call_batch, texts)
-            except Exception as e:  # every caller gets the error
-                for _, f in taken:
-                    f.set_exception(e)
-                continue
-            for (_, f), answer in zip(taken, answers):
-                f.set_result(answer)
-
-    state = {"draining": None}
 
     def call_batch(texts: list[str]):
         return pipe(texts, top_k=None, batch_size=batch_size)
+
+    gathered = Gatherer(one_thread, call_batch)
 
     @app.post("/predict")
     async def predict(body: TextBody):
         loop = asyncio.get_running_loop()
         if "batched" not in server:
             return await loop.run_in_executor(one_thread, lambda: pipe(body.inputs, top_k=None))
-        future = loop.create_future()
-        waiting.append((body.inputs, future))
-        if state["draining"] is None or state["draining"].done():
-            state["draining"] = asyncio.ensure_future(drain())
-        return await future
+        return await gathered(body.inputs)
 
     @app.get("/health")
     def health():
