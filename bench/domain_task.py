@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
+
+from bertkit.fileio import atomic_write
 
 # (label or None, the opening sentence of the part's first document). None: not in the task.
 PARTS = (
@@ -152,12 +152,9 @@ def task_rows(docs, labels, split, min_words: int, caps: dict[str, int], seed: i
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write ``text`` to ``path`` atomically (``bertkit.fileio.atomic_write``)."""
+    with atomic_write(path) as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def build(corpus: Path, out: Path, every: int = 5, min_words: int = 6,

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
+
+from bertkit.fileio import atomic_write
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402  (bench/machine.py)
@@ -204,12 +204,9 @@ def render(folders: list[Path]) -> tuple[str, dict]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write ``text`` to ``path`` atomically (``bertkit.fileio.atomic_write``)."""
+    with atomic_write(path) as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def main(argv=None) -> int:
