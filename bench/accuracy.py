@@ -4,13 +4,15 @@ OpenVINO INT8 (NNCF static quantisation calibrated on the first 300 examples of 
 
 Evaluates fine-tuned model directories on their task's dev split with the same featurisation,
 batching and metrics as ``bertkit evaluate``, once per precision, and prints the main metric
-of each with its drop from fp32 (in points, i.e. x100)::
+of each with its drop from fp32 (in points: x100, SQuAD as its scorer gives it)::
 
     python bench/accuracy.py sst2=runs/sst2 mrpc=runs/mrpc stsb=runs/stsb ner=runs/ner \\
         --data sst2=../shared/data/glue/SST-2 --data mrpc=../shared/data/glue/MRPC ...
 
 ``--data`` defaults: GLUE tasks under ``../shared/data/glue/<TASK>``, ner under
-``../shared/data/conll2003``.
+``../shared/data/conll2003``. SQuAD (``squad``, ``squad2``) has no train split in the shared
+data, so it needs ``--data squad=DIR``: a split by article of the dev file, the one the model
+was fine-tuned on (``bertkit.tasks.squad.split_articles``, docs/tasks-ner-squad.md).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ CALIBRATION = 300  # train examples OpenVINO's static INT8 is calibrated on
 
 
 def default_data(task: str) -> Path:
+    if task in ("squad", "squad2"):
+        raise SystemExit(f"accuracy.py: {task} needs --data {task}=DIR, the article split the model was "
+                         "fine-tuned on (bertkit.tasks.squad.split_articles)")
     return DATA / "conll2003" if task in ("ner", "conll2003") else DATA / "glue" / GLUE_DIRS.get(task, task)
 
 
@@ -78,7 +83,9 @@ def evaluate(name: str, model_dir: Path, data: Path, batch_size: int) -> dict:
     config = json.loads((model_dir / "config.json").read_text())
     max_len = int((config.get("bertkit_finetune") or {}).get("max_seq_length") or 128)
     sets = load_eval_sets(task, data, load_tokenizer(model_dir), max_len, [task.eval_splits()[0]])
-    row = {"task": name, "metric": task.main_metric, "examples": len(sets[0].examples)}
+    # points = metric x 100, except SQuAD, whose official scorers already report percent
+    row = {"task": name, "metric": task.main_metric, "examples": len(sets[0].examples),
+           "scale": 1.0 if task.name in ("squad", "squad2") else 100.0}
     with tempfile.TemporaryDirectory() as tmp:
         for variant, model, precision in variants(task, model_dir, Path(tmp), data):
             start = time.perf_counter()
@@ -101,10 +108,12 @@ def main(argv=None) -> int:
     print(header)
     for spec in args.models:
         name, directory = spec.split("=", 1)
-        row = evaluate(name, Path(directory), Path(data.get(name, default_data(name))), args.batch_size)
+        row = evaluate(name, Path(directory), Path(data[name]) if name in data else default_data(name),
+                       args.batch_size)
         rows.append(row)
-        cells = [f"{100 * row['fp32']:16.2f}"] + [
-            f"{100 * row[v]:9.2f} ({100 * (row[v] - row['fp32']):+5.2f})" if v in row else f"{'-':>16}"
+        k = row["scale"]
+        cells = [f"{k * row['fp32']:16.2f}"] + [
+            f"{k * row[v]:9.2f} ({k * (row[v] - row['fp32']):+5.2f})" if v in row else f"{'-':>16}"
             for v in VARIANTS[1:]]
         print(f"{name:<6} {row['metric']:<10} " + " ".join(cells), flush=True)
     if args.json:
