@@ -102,3 +102,54 @@ def test_engine_int8_calibrated_on_task_text(tmp_path):
     assert (tmp_path / "q" / bov.XML).is_file() and engine.ov_precision == "int8"
     want, got = load(directory).predict(TEXTS), engine.predict(TEXTS)
     assert max(abs(a - b) for a, b in zip(_scores(got), _scores(want))) < 0.1
+
+
+def test_read_calibration_texts_pairs_and_bad_files(tmp_path):
+    from bertkit.errors import DataFormatError
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a fine film\n\nthe store was closed\n", encoding="utf-8")
+    assert bov.read_calibration(texts) == ["a fine film", "the store was closed"]
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("who went ?\tthe man went home\nwhat closed ?\tthe store\n", encoding="utf-8")
+    assert bov.read_calibration(pairs) == [("who went ?", "the man went home"), ("what closed ?", "the store")]
+    for name, text, where in [("tabs.txt", "a\tb\tc\n", "tabs.txt:1: one text"),
+                              ("mixed.txt", "a\tb\nc\n", "mixed.txt:2: mixes"),
+                              ("empty.txt", "\n\n", "empty.txt: no calibration input")]:
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        with pytest.raises(DataFormatError, match=where):
+            bov.read_calibration(tmp_path / name)
+    with pytest.raises(BertkitError, match="cannot read"):
+        bov.read_calibration(tmp_path / "absent.txt")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_serve_runtime_openvino(tmp_path, precision):
+    """``bertkit serve --runtime openvino``: /predict from OpenVINO (close to PyTorch's), /info
+    names the runtime and its precision, and /embed (not in the graph) from PyTorch fp32."""
+    pytest.importorskip("fastapi")
+    if precision == "int8":
+        pytest.importorskip("nncf")
+    from fastapi.testclient import TestClient
+
+    from bertkit.inference import load
+    from bertkit.serve import ServeConfig, create_app
+
+    directory = make_task_model(tmp_path, "sst2")
+    calibration = None
+    if precision == "int8":
+        calibration = tmp_path / "calibration.txt"
+        calibration.write_text("\n".join(TEXTS * 4) + "\n", encoding="utf-8")
+    config = ServeConfig(model=str(directory), runtime="openvino", precision=precision,
+                         calibration=str(calibration) if calibration else None)
+    ours = load(directory)
+    with TestClient(create_app(ServeConfig(model=str(directory)))) as torch_client:
+        torch_embedded = torch_client.post("/embed", json={"inputs": TEXTS[0]}).json()
+    with TestClient(create_app(config)) as client:
+        info = client.get("/info").json()
+        assert info["bertkit"]["runtime"] == "openvino" and info["bertkit"]["precision"] == precision
+        got = client.post("/predict", json={"inputs": [[t] for t in TEXTS]}).json()
+        assert max(abs(a - b) for a, b in zip(_scores(got), _scores(ours.predict(TEXTS)))) < (
+            1e-3 if precision == "fp32" else 0.1)
+        embedded = client.post("/embed", json={"inputs": TEXTS[0]}).json()
+        assert embedded == torch_embedded

@@ -46,6 +46,8 @@ class BertInference(TaskInference):
     (``predict``, the server's plans) come from :class:`~bertkit.inference.heads.TaskInference`.
     """
 
+    runtime = "torch"  # what runs the task-head rows (bertkit.inference.openvino: "openvino")
+
     def __init__(
         self,
         model: BertPreTrainedModel,

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, DataFormatError
 from bertkit.inference.engine import BertInference
 from bertkit.inference.export import INPUTS
 from bertkit.model.outputs import ModelOutput
@@ -210,6 +210,31 @@ class OpenVinoInference(BertInference):
         return [(start[i, :n], end[i, :n]) for i, n in enumerate(lengths)]
 
 
+def read_calibration(path: str | Path) -> list[str | tuple[str, str]]:
+    """Calibration inputs from a UTF-8 text file: one input per line, a tab between the two
+    texts of a pair (sentence pairs; question and passage for SQuAD); blank lines skipped.
+    A line with two tabs, a file mixing single texts and pairs, or one with no input is a
+    :class:`DataFormatError` naming the file (and line)."""
+    inputs: list[str | tuple[str, str]] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BertkitError(f"{path}: cannot read the calibration file ({e})") from e
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) > 2:
+            raise DataFormatError(path, "one text, or two separated by one tab, per line", number)
+        if inputs and (len(parts) == 2) != isinstance(inputs[0], tuple):
+            raise DataFormatError(path, "mixes single texts and tab-separated pairs: the model "
+                                        "takes one or the other", number)
+        inputs.append(parts[0] if len(parts) == 1 else (parts[0], parts[1]))
+    if not inputs:
+        raise DataFormatError(path, "no calibration input (one text, or a tab-separated pair, per line)")
+    return inputs
+
+
 def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: Sequence | None = None,
                   out_dir: str | Path | None = None, threads: int | None = None) -> OpenVinoInference:
     """``model_dir`` (a float model directory) converted to OpenVINO and loaded behind the
@@ -222,7 +247,7 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
     from bertkit.inference.int8 import load_model
     from bertkit.precision import resolve
 
-    precision = resolve(precision, "cpu", ("auto", "fp32", "bf16", "int8"))[0]
+    precision, reason = resolve(precision, "cpu", ("auto", "fp32", "bf16", "int8"))
     model = load_model(model_dir)
     tokenizer = load_tokenizer(model_dir)
     batches = None
@@ -241,4 +266,5 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
     xml = convert(model_dir, out_dir, int8=precision == "int8", calibration=batches)
     engine = OpenVinoInference(model, tokenizer, xml, precision, source=str(model_dir), threads=threads)
     engine._converted = keep  # the temporary folder lives as long as the engine
+    engine.precision_reason = reason  # of ov_precision (the PyTorch rows run fp32)
     return engine

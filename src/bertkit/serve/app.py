@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import sys
 import time
 from importlib import resources
 from typing import Any
@@ -413,7 +414,9 @@ class Service:
         model_type = ({kind: {"id2label": {str(i): x for i, x in enumerate(labels)},
                               "label2id": {x: i for i, x in enumerate(labels)}}}
                       if kind != "embedding" else {"embedding": {"pooling": self.pooling}})
-        dtype = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}.get(bert.precision, bert.precision)
+        # the task-head routes' precision (OpenVINO's; its other routes run PyTorch fp32)
+        precision = getattr(bert, "ov_precision", bert.precision)
+        dtype = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}.get(precision, precision)
         return {"model_id": c.model, "model_sha": None, "model_dtype": dtype, "served_model_name": c.model,
                 "model_type": model_type, "max_concurrent_requests": c.max_queue,
                 "max_input_length": bert.max_length, "max_batch_tokens": c.max_batch_tokens,
@@ -421,7 +424,8 @@ class Service:
                 "auto_truncate": c.truncate, "tokenization_workers": 1, "version": VERSION,
                 "sha": None, "docker_label": None,
                 "bertkit": {"task": bert.task, "labels": labels, "pair_inputs": bert.pair_inputs,
-                            "max_length": bert.max_length, "precision": bert.precision,
+                            "max_length": bert.max_length, "precision": precision,
+                            "runtime": bert.runtime,
                             "num_layers": config.num_hidden_layers, "num_heads": max(heads),
                             "heads_per_layer": heads,
                             "hidden_size": config.hidden_size,
@@ -549,7 +553,16 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
         # (an OpenMP thread team beside the worker's, on two cores) the worker's single-sentence
         # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
         with torch_threads(1):
-            bert = load(config.model, device=config.device, precision=config.precision)
+            if config.runtime == "openvino":
+                from bertkit.inference.openvino import load_openvino, read_calibration
+
+                calibration = read_calibration(config.calibration) if config.calibration else None
+                bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
+            else:
+                bert = load(config.model, device=config.device, precision=config.precision)
+        print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
+              f"{getattr(bert, 'ov_precision', bert.precision)} ({bert.precision_reason})",
+              file=sys.stderr, flush=True)
     service = Service(config, bert)
 
     @contextlib.asynccontextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from bertkit.errors import OptionError
 from bertkit.options import check_config, option
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
@@ -20,6 +21,14 @@ class ServeConfig:
     precision: str = option("fp32", f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or "
                                     f"{PRECISION_HELP}", choices=INFERENCE_PRECISIONS)
     device: str = option("cpu", "cpu or cuda")
+    runtime: str = option("torch", "torch (bertkit's PyTorch engine) or openvino (pip install "
+                                   "'bertkit[openvino]'; CPU; the task-head routes run on OpenVINO at "
+                                   "--precision fp32, bf16 where native, or int8 by NNCF static "
+                                   "quantisation on --calibration; the other routes on PyTorch fp32)",
+                          choices=("torch", "openvino"))
+    calibration: str | None = option(None, "--runtime openvino --precision int8: a text file of the "
+                                           "model's task inputs, one per line (a tab between the two "
+                                           "texts of a pair), a few hundred", metavar="FILE")
     host: str = option("127.0.0.1", "address to bind (127.0.0.1: this machine only)")
     port: int = option(8000, "port", ge=0, le=65535)
     workers: int = option(1, "worker processes, each with its own model copy and batcher", ge=1)
@@ -50,6 +59,18 @@ class ServeConfig:
     def check(self) -> ServeConfig:
         """``self``, or a :class:`BertkitError` naming the first bad option."""
         check_config(self, "serve")
+        if self.runtime == "openvino":
+            if self.device != "cpu":
+                raise OptionError("serve: --runtime openvino runs on the CPU (--device cpu)")
+            if self.precision == "fp16":
+                raise OptionError("serve: --runtime openvino takes --precision fp32, bf16, int8 or auto")
+            if self.precision == "int8" and not self.calibration:
+                raise OptionError("serve: --runtime openvino --precision int8 needs --calibration FILE "
+                                  "(a few hundred inputs of the model's task: its static INT8 fixes "
+                                  "activation scales from them)")
+        if self.calibration and not (self.runtime == "openvino" and self.precision == "int8"):
+            raise OptionError("serve: --calibration is for --runtime openvino --precision int8 only "
+                              "(PyTorch's INT8 measures activations at run time)")
         return self
 
     def to_json(self) -> str:
