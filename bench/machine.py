@@ -56,12 +56,14 @@ def describe() -> dict:
 def markdown(info: dict) -> str:
     """``info`` (from :func:`describe`) as markdown bullet lines."""
     load = info.get("load_average")
+    # a record appended by --append carries its time; one described on the spot has none
+    when = f"at {info['time']}" if info.get("time") else "when the table was written"
     return "\n".join([
         f"- CPU: {info['cpu']}, {info['cores']} logical cores; avx512f "
         f"{'yes' if info['avx512f'] else 'no'}, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}",
         f"- bf16: {'native' if info['native_bf16'] else 'emulated or absent'} "
         f"({info['bf16_reason']})",
-        f"- torch {info['torch']}" + (f"; load average when the table was written: "
+        f"- torch {info['torch']}" + (f"; load average {when}: "
                                       f"{', '.join(f'{x:.2f}' for x in load)}" if load else ""),
     ])
 
