@@ -13,6 +13,9 @@ Servers (``--servers``, comma-separated):
 * ``hf fp32 batched`` / ``hf int8 batched``: the same, but the requests that arrive while the
   pipeline runs are gathered and given to the pipeline as one list with its own
   ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously;
+* ``bertkit openvino fp32`` / ``bertkit openvino int8``: ``bertkit serve --runtime openvino``
+  (int8: NNCF static INT8 calibrated on the first 300 sentences of ``--data``'s train.tsv);
+  fp32 answers are checked within 1e-2, OpenVINO's kernels differing from PyTorch's by ~1e-3;
 * ``bertkit embed`` / ``st embed``: ``/embed`` (mean pooling, unit vectors) from ``bertkit
   serve`` and from ``SentenceTransformer(dir).encode`` behind the same framework (one thread,
   the waiting requests encoded as one list), on a copy of the model in sentence-transformers'
@@ -39,18 +42,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import functools
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
-           "bertkit embed", "st embed")
+           "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino int8")
+CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
 
@@ -221,12 +227,37 @@ def start(server: str, args, port: int) -> subprocess.Popen:
         cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", server,
                "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
     else:
-        precision = server.split()[1]
+        precision = precision_of(server)
         if server == "bertkit int8 x86":  # INT8 layers packed for PyTorch's x86 engine, not onednn
             env["BERTKIT_INT8_ENGINE"] = "x86"
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.model, "--port", str(port),
                "--precision", precision, "--max-queue", "4096"]
+        if "openvino" in server:
+            cmd += ["--runtime", "openvino"]
+            if precision == "int8":
+                cmd += ["--calibration", calibration_file(args.data)]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def precision_of(server: str) -> str:
+    """``fp32`` or ``int8``: the word after ``bertkit``/``hf`` (after ``openvino`` for those)."""
+    words = server.split()
+    return words[2] if words[1] == "openvino" else words[1]
+
+
+_keep: list = []  # temporary folders that live as long as this process
+
+
+@functools.cache
+def calibration_file(data: str) -> str:
+    """The first :data:`CALIBRATION` sentences of ``data``/train.tsv, one per line, in a
+    temporary folder that lives as long as this process."""
+    folder = tempfile.TemporaryDirectory(prefix="bench-serve-")
+    _keep.append(folder)
+    lines = Path(data, "train.tsv").read_text(encoding="utf-8").splitlines()[1 : CALIBRATION + 1]
+    path = Path(folder.name) / "calibration.txt"
+    path.write_text("".join(line.split("\t")[0] + "\n" for line in lines), encoding="utf-8")
+    return str(path)
 
 
 async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
@@ -305,7 +336,8 @@ def check(server, results, references):
         diff = max(abs(a["score"] - scores[a["label"]]) for a in body)
         largest = max(largest, diff)
         label_differs = body[0]["label"] != want[0]["label"]
-        wrong += label_differs or ("fp32" in server and diff > 1e-4)
+        tolerance = 1e-2 if "openvino" in server else 1e-4  # OpenVINO's kernels: ~1e-3 off PyTorch's
+        wrong += label_differs or ("fp32" in server and diff > tolerance)
     return failed, wrong, largest
 
 
@@ -414,8 +446,8 @@ def main(argv=None) -> int:
         if ours and theirs:
             print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
-    for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86"):
-        precision = mine.split()[1]
+    for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit openvino fp32", "bertkit openvino int8"):
+        precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:
                 ours, theirs = by.get((mine, c)), by.get((baseline, c))
