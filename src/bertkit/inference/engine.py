@@ -48,6 +48,11 @@ class BertInference(TaskInference):
 
     runtime = "torch"  # what runs the task-head rows (bertkit.inference.openvino: "openvino")
 
+    @property
+    def served_precision(self) -> str:
+        """The precision the task-head rows run at (``precision``; OpenVINO's own there)."""
+        return self.precision
+
     def __init__(
         self,
         model: BertPreTrainedModel,

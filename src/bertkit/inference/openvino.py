@@ -192,6 +192,10 @@ class OpenVinoInference(BertInference):
         self.ov_precision = ov_precision
         self._lock = threading.Lock()  # one infer request: one batch at a time
 
+    @property
+    def served_precision(self) -> str:
+        return self.ov_precision
+
     def run_rows(self, key: tuple, rows: Sequence) -> list:
         """As :meth:`TaskInference.run_rows`; ``logits``/``tokens``/``span`` rows on OpenVINO."""
         kind = key[0]

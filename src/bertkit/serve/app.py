@@ -414,8 +414,7 @@ class Service:
         model_type = ({kind: {"id2label": {str(i): x for i, x in enumerate(labels)},
                               "label2id": {x: i for i, x in enumerate(labels)}}}
                       if kind != "embedding" else {"embedding": {"pooling": self.pooling}})
-        # the task-head routes' precision (OpenVINO's; its other routes run PyTorch fp32)
-        precision = getattr(bert, "ov_precision", bert.precision)
+        precision = bert.served_precision
         dtype = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}.get(precision, precision)
         return {"model_id": c.model, "model_sha": None, "model_dtype": dtype, "served_model_name": c.model,
                 "model_type": model_type, "max_concurrent_requests": c.max_queue,
@@ -561,7 +560,7 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
             else:
                 bert = load(config.model, device=config.device, precision=config.precision)
         print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
-              f"{getattr(bert, 'ov_precision', bert.precision)} ({bert.precision_reason})",
+              f"{bert.served_precision} ({bert.precision_reason})",
               file=sys.stderr, flush=True)
     service = Service(config, bert)
 
