@@ -79,7 +79,9 @@ def downstream_summary(glue: Path) -> dict | None:
                  "std": 100 * s["std"], "scores": [100 * x for x in s["scores"]]}
              for t, s in results["tasks"].items()}
     return {"tasks": tasks, "average": 100 * results["average"],
-            "precision": results.get("settings", {}).get("precision")}
+            "precision": results.get("settings", {}).get("precision"),
+            "used": sorted({r["precision"] for log in glue.glob("*/*/log.jsonl")
+                            for r in read_jsonl(log) if r.get("event") == "start" and "precision" in r})}
 
 
 def probe_summary(path: Path) -> dict:
@@ -182,9 +184,12 @@ def render(folders: list[Path]) -> tuple[str, dict]:
                          + f" | {fmt(down['average'] if down else None)} | {probe} |")
         if rows:
             ft = {r["downstream"]["precision"] for r in rows if r["downstream"]}
-            lines += ["", f"Fine-tuning precision setting: {', '.join(sorted(map(str, ft))) or '—'} "
-                          "(auto is fp32 on a CPU). Scores are dev, x 100, mean ± sd over the "
-                          "fine-tuning seeds at the learning rate chosen on dev.", ""]
+            used = sorted({u for r in rows if r["downstream"] for u in r["downstream"]["used"]})
+            lines += ["", f"Fine-tuning precision setting: {', '.join(sorted(map(str, ft))) or '—'}; "
+                          f"used: {', '.join(used) if used else 'not logged (runs before 2026-11-25)'}"
+                          " (auto: bf16 where the CPU computes it natively, else fp32). Scores are "
+                          "dev, x 100, mean ± sd over the fine-tuning seeds at the learning rate "
+                          "chosen on dev.", ""]
         else:
             lines += ["", "(no finished row in this folder yet)", ""]
     if len(folders) > 1:

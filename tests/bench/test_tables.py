@@ -55,6 +55,17 @@ def test_table5_table_one_folder_and_the_spread_over_seeds(bench_module, tmp_pat
     assert "| BERT | 2 |" in text and "35.0 ± 7.1" in text  # stdev of 30 and 40
 
 
+def test_table5_table_says_the_fine_tuning_precision_the_runs_used(bench_module, tmp_path):
+    t5 = bench_module("table5_table")
+    folder = seed_folder(tmp_path / "s1", 0.3, 0.85)
+    text, _ = t5.render([folder])
+    assert "setting: auto; used: not logged" in text  # runs that predate the start event's field
+    jsonl(folder / "pt2-mlm_nsp" / "glue" / "stsb" / "lr-0.0003_seed-1" / "log.jsonl",
+          [{"event": "start", "precision": "bf16", "precision_reason": "auto: avx512_bf16"}])
+    text, _ = t5.render([folder])
+    assert "setting: auto; used: bf16" in text and "auto is fp32" not in text
+
+
 def test_table5_table_cli_writes_markdown_and_json(bench_module, tmp_path):
     t5 = bench_module("table5_table")
     folder = seed_folder(tmp_path / "s1", 0.3, 0.85)

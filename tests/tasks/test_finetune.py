@@ -90,6 +90,16 @@ def test_toy_task_is_learned_and_the_best_model_saved(trained, toy_dir):
     assert events.count("eval") == FAST["epochs"] and events[-1] == "best"
 
 
+def test_the_log_says_which_precision_ran(trained):
+    from bertkit.precision import TRAINING, resolve
+
+    out, _, _ = trained
+    start = next(r for r in read_log(out / "log.jsonl") if r["event"] == "start")
+    # the precision actually used, not the setting: "auto" never reaches the log
+    expected, why = resolve(FinetuneConfig(**FAST).precision, "cpu", TRAINING)
+    assert start["precision"] == expected and start["precision_reason"] == why
+
+
 def test_reloaded_model_scores_as_it_did_in_training(trained, toy_dir):
     from bertkit.tokenizer import BertTokenizer
 

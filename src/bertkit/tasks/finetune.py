@@ -466,9 +466,11 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
     sets = load_eval_sets(task, data_dir, tokenizer, cfg.max_seq_length, logger=logger)
     points = grid_points(cfg)
     if saved is None:
+        precision, why = resolve(cfg.precision, ctx.device, TRAINING)
         logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
                    train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
-                   grid_points=len(points), max_seq_length=cfg.max_seq_length)
+                   grid_points=len(points), max_seq_length=cfg.max_seq_length,
+                   precision=precision, precision_reason=why)
     main = task.main_metric
     best = {"score": -math.inf}  # read by save_state when called
     runs: list[RunResult] = []
