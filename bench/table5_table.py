@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from bertkit.fileio import atomic_write
+from bertkit.precision import HELP as AUTO_RULE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402  (bench/machine.py)
@@ -187,9 +188,8 @@ def render(folders: list[Path]) -> tuple[str, dict]:
             used = sorted({u for r in rows if r["downstream"] for u in r["downstream"]["used"]})
             lines += ["", f"Fine-tuning precision setting: {', '.join(sorted(map(str, ft))) or '—'}; "
                           f"used: {', '.join(used) if used else 'not logged (runs before 2026-11-25)'}"
-                          " (auto: bf16 where the CPU computes it natively, else fp32). Scores are "
-                          "dev, x 100, mean ± sd over the fine-tuning seeds at the learning rate "
-                          "chosen on dev.", ""]
+                          f" ({AUTO_RULE}). Scores are dev, x 100, mean ± sd over the fine-tuning "
+                          "seeds at the learning rate chosen on dev.", ""]
         else:
             lines += ["", "(no finished row in this folder yet)", ""]
     if len(folders) > 1:
