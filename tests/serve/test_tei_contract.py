@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from bertkit.inference import load  # noqa: E402
 from bertkit.serve import ServeConfig, create_app  # noqa: E402
+from bertkit.serve.app import Service  # noqa: E402
 
 from ..task_models import make_task_model  # noqa: E402
 
@@ -277,23 +278,39 @@ def test_every_http_error_has_the_json_shape(tmp_path):
         assert "access-control-allow-origin" not in other.headers
 
 
-def test_a_5mb_text_does_not_stall_health(tmp_path):
-    # about 4.4 MB of text: tokenised and cut into windows in a worker thread, in pieces that
-    # let the event loop run; then refused (413: more windows than --max-queue ever holds)
+def test_a_5mb_text_does_not_stall_health(tmp_path, monkeypatch):
+    # about 4.4 MB of text: tokenised and cut into windows in a worker thread, then refused (413:
+    # more windows than --max-queue ever holds). How many /health answers fit into that time
+    # depends on the machine, so the planning is held open (after its real work) until /health
+    # has answered once: were it run on the event loop, /health could not answer and the hold
+    # would run out instead.
     text = words(1_000_000, seed=2)
     client, _ = served(tmp_path, "mlm", long_text={"long_text": "window", "stride": 32},
                        payload_limit=10_000_000)
-    done, answered_meanwhile = threading.Event(), []
+    planning, health_answered = threading.Event(), threading.Event()
+    plan = Service.embed_plan
+
+    def held_plan(self, *args, **kwargs):
+        try:
+            return plan(self, *args, **kwargs)
+        finally:
+            planning.set()
+            health_answered.wait(timeout=30)
+
+    monkeypatch.setattr(Service, "embed_plan", held_plan)
+    answers = []
     with client:
         def long_request():
-            response = client.post("/embed", json={"inputs": text})
-            assert response.status_code == 413 and "--max-queue 1024" in response.json()["error"]
-            done.set()
+            answers.append(client.post("/embed", json={"inputs": text}))
 
         worker = threading.Thread(target=long_request)
         worker.start()
-        while worker.is_alive():
-            if client.get("/health").status_code == 200 and not done.is_set():
-                answered_meanwhile.append(True)
+        assert planning.wait(timeout=60)
+        if client.get("/health").status_code == 200 and worker.is_alive():
+            health_answered.set()
+        answered = health_answered.is_set()
+        health_answered.set()
         worker.join()
-    assert done.is_set() and len(answered_meanwhile) >= 2
+    assert answered, "/health did not answer while a long text was being planned"
+    (response,) = answers
+    assert response.status_code == 413 and "--max-queue 1024" in response.json()["error"]
