@@ -36,6 +36,21 @@ def shared():
     return shared_path
 
 
+# The CPU classes the precision-sensitive tests run as, whatever this machine is
+# (bertkit.cpu's BERTKIT_CPU_CLASS): one without native bf16, where `auto` is fp32, and one
+# with it, where `auto` is bf16 for a model wide enough.
+CPU_SETTINGS = ("avx2", "amx")
+
+
+@pytest.fixture(params=CPU_SETTINGS)
+def cpu_class(request, monkeypatch) -> str:
+    """Run the test as on each class of :data:`CPU_SETTINGS` (the override of bertkit.cpu)."""
+    from bertkit.cpu import CPU_CLASS_ENV
+
+    monkeypatch.setenv(CPU_CLASS_ENV, request.param)
+    return request.param
+
+
 TINY_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
     "the", "man", "went", "to", "store", "a", "un", "##want", "##ed", "want", ",", ".", "!",

@@ -16,10 +16,12 @@ from bertkit.model import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
+from bertkit.precision import BF16_MIN_HIDDEN
 from bertkit.tokenizer import BertTokenizer
 
 from .conftest import TINY_VOCAB
 
+WIDE = BF16_MIN_HIDDEN["inference"]  # the narrowest width auto runs in bf16 where it is native
 LABELS = {
     "classify": ["negative", "positive", "neutral"],
     "pair": ["0", "1"],  # MRPC's labels
@@ -30,14 +32,18 @@ LABELS = {
 }
 
 
-def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 64) -> Path:
+def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 64,
+                    hidden: int = 16, layers: int = 2) -> Path:
     """Save a tiny random model of ``kind`` (classify, pair, regression, tagging, qa, squad2,
-    choice, mlm; sst2 and ner: fine-tuned for those tasks, as pair/regression/qa/squad2 are) under ``root/kind`` with its tokenizer; returns the directory."""
+    choice, mlm; sst2 and ner: fine-tuned for those tasks, as pair/regression/qa/squad2 are)
+    under ``root/kind`` with its tokenizer; returns the directory. ``hidden``/``layers``: a
+    wider model (:data:`WIDE`: where ``auto`` picks bf16 on a CPU with native bf16)."""
     vocab = root / "vocab.txt"
     vocab.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     tok = BertTokenizer.from_file(vocab)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=max_positions)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers,
+                     num_attention_heads=2, intermediate_size=2 * hidden,
+                     max_position_embeddings=max_positions)
     labels = LABELS.get(kind)
     extra = {}
     if labels:
@@ -59,5 +65,5 @@ def make_task_model(root: Path, kind: str, seed: int = 0, max_positions: int = 6
     with torch.no_grad():  # larger random weights: the outputs differ clearly between inputs
         for p in model.parameters():
             if p.dim() > 1:
-                p.normal_(0, 0.3)
+                p.normal_(0, 0.3 * (16 / hidden) ** 0.5)
     return save_pretrained(model, root / kind, tokenizer=tok, extra_config=extra)

@@ -1,5 +1,6 @@
 """One precision vocabulary (bertkit.precision): ``auto`` is bf16 on CPUs with native bf16
-(bertkit.cpu's flag reading), fp32 elsewhere, for training and inference alike."""
+(bertkit.cpu's flag reading, or the class BERTKIT_CPU_CLASS names) for a model wide enough
+to gain from it, fp32 elsewhere, for training and inference alike."""
 
 from pathlib import Path
 
@@ -7,9 +8,27 @@ import pytest
 import torch
 
 from bertkit import cpu as precision_mod
-from bertkit.cpu import CpuBf16, cpu_bf16_support, cpu_flags, cpu_has_vnni, detect_cpu_bf16
+from bertkit.cpu import (
+    CPU_CLASS_ENV,
+    CPU_CLASSES,
+    CpuBf16,
+    cpu_bf16_support,
+    cpu_flags,
+    cpu_has_vnni,
+    detect_cpu_bf16,
+    this_cpuinfo,
+)
 from bertkit.errors import BertkitError
-from bertkit.precision import INFERENCE, RESOLVED, TRAINING, autocast, check, from_dtype, resolve
+from bertkit.precision import (
+    BF16_MIN_HIDDEN,
+    INFERENCE,
+    RESOLVED,
+    TRAINING,
+    autocast,
+    check,
+    from_dtype,
+    resolve,
+)
 
 
 def resolve_pretrain_precision(precision, device):
@@ -42,7 +61,8 @@ def test_detect(cpuinfo, machine, onednn, native):
     assert result.reason
 
 
-def test_this_machine_agrees_with_its_flags():
+def test_this_machine_agrees_with_its_flags(monkeypatch):
+    monkeypatch.delenv("BERTKIT_CPU_CLASS", raising=False)  # this machine itself
     path = Path("/proc/cpuinfo")
     if not path.exists():
         assert not cpu_bf16_support().native
@@ -114,3 +134,39 @@ def test_old_dtype_names_map_to_precisions():
 def test_vnni_read_from_flags():
     assert cpu_has_vnni(X86.format(extra="avx512_vnni"))
     assert not cpu_has_vnni(X86.format(extra=""))
+
+
+@pytest.mark.parametrize("name", list(CPU_CLASSES))
+def test_each_cpu_class_can_be_taken_on_any_machine(monkeypatch, name):
+    monkeypatch.setenv(CPU_CLASS_ENV, name)
+    support = cpu_bf16_support()
+    assert support.native is (name in ("avx512-bf16", "amx"))
+    assert support.reason.startswith(f"{CPU_CLASS_ENV}={name}: ") and "this CPU itself" in support.reason
+    assert cpu_has_vnni() is (name != "avx2")
+    assert set(CPU_CLASSES[name]) == cpu_flags(this_cpuinfo())
+    assert resolve("auto", CPU, INFERENCE, hidden_size=1024)[0] == ("bf16" if support.native else "fp32")
+
+
+def test_an_unknown_cpu_class_names_the_variable(monkeypatch):
+    monkeypatch.setenv(CPU_CLASS_ENV, "zen9")
+    with pytest.raises(BertkitError, match=f"{CPU_CLASS_ENV} must be one of avx2, avx512-vnni"):
+        resolve("auto", CPU, INFERENCE, hidden_size=768)
+    monkeypatch.setenv(CPU_CLASS_ENV, "")  # empty: this machine's own flags
+    assert cpu_bf16_support().reason == detect_cpu_bf16(
+        this_cpuinfo(), __import__("platform").machine(), precision_mod._onednn_bf16(),
+        torch.backends.cpu.get_cpu_capability()).reason
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_auto_picks_bf16_only_for_a_model_wide_enough(cpu_class, training):
+    least = BF16_MIN_HIDDEN["training" if training else "inference"]
+    native = cpu_class == "amx"
+    narrow, why = resolve("auto", CPU, TRAINING if training else INFERENCE, hidden_size=least // 2,
+                          training=training)
+    wide = resolve("auto", CPU, TRAINING if training else INFERENCE, hidden_size=least,
+                   training=training)[0]
+    assert narrow == "fp32" and wide == ("bf16" if native else "fp32")
+    assert (f"hidden size {least // 2} < {least}" in why) is native
+    # an explicit choice is kept whatever the width
+    assert resolve("bf16", CPU, hidden_size=16, training=training)[0] == "bf16"
+    assert BF16_MIN_HIDDEN["training"] <= BF16_MIN_HIDDEN["inference"]

@@ -9,6 +9,13 @@ Native bf16 (``cpu_bf16_support``): x86 ``avx512_bf16`` or AMX (``amx_bf16``), o
 check also passes on AVX-512 CPUs that merely emulate bf16, where bf16 autocast is slower than
 fp32). :mod:`bertkit.precision`'s ``auto`` rule reads it.
 
+``BERTKIT_CPU_CLASS`` (:data:`CPU_CLASSES`: ``avx2``, ``avx512-vnni``, ``avx512-bf16``, ``amx``)
+makes bertkit take the CPU for one of the four classes its machines come in, whatever it is:
+every decision read from the CPU's flags (``auto``'s bf16, VNNI's ``reduce_range``) is then
+made as on that class. Native bf16 claimed by the override runs emulated on a CPU without it:
+slower, with the same numbers. It exists so that every class's branch runs on every machine
+(the test suite sets it per test; ``BERTKIT_CPU_CLASS=amx make test`` runs it all so).
+
 By default glibc returns every large block (>= 128 KiB-32 MiB, adaptive) to the kernel on
 ``free`` and page-faults it back in on the next ``malloc``. A training step frees and
 re-allocates the same activations and gradients each time, and so does every inference
@@ -35,10 +42,21 @@ from pathlib import Path
 
 import torch
 
+from bertkit.errors import BertkitError
+
 # ------------------------------------------------------------------ what the CPU has
 NATIVE_X86 = ("avx512_bf16", "amx_bf16")
 NATIVE_ARM = ("bf16",)
 CPUINFO = Path("/proc/cpuinfo")
+CPU_CLASS_ENV = "BERTKIT_CPU_CLASS"
+# the flags bertkit reads, as each class of machine shows them
+CPU_CLASSES: dict[str, tuple[str, ...]] = {
+    "avx2": ("avx2", "fma"),                                            # AMD EPYC, AVX2 only
+    "avx512-vnni": ("avx2", "fma", "avx512f", "avx512_vnni"),           # Intel Xeon, no native bf16
+    "avx512-bf16": ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16"),  # AMD EPYC (Zen 4)
+    "amx": ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16",
+            "amx_int8"),                                                # Intel Xeon with AMX
+}
 
 
 @dataclass(frozen=True)
@@ -80,25 +98,73 @@ def detect_cpu_bf16(cpuinfo: str | None, machine: str, onednn_bf16: bool, capabi
     return CpuBf16(True, f"native bf16 on the CPU: {', '.join(found)} ({where})")
 
 
-@functools.cache
+def cpu_class_override() -> str | None:
+    """The class ``BERTKIT_CPU_CLASS`` names (None when unset or empty); a
+    :class:`BertkitError` naming the variable for a name that is not a class."""
+    name = os.environ.get(CPU_CLASS_ENV, "").strip()
+    if not name:
+        return None
+    if name not in CPU_CLASSES:
+        raise BertkitError(f"{CPU_CLASS_ENV} must be one of {', '.join(CPU_CLASSES)} (or unset), "
+                           f"got {name!r}")
+    return name
+
+
+def cpu_class() -> str | None:
+    """Which of :data:`CPU_CLASSES` this CPU is (``BERTKIT_CPU_CLASS``'s when set), from its
+    flags: AMX, else ``avx512_bf16``, else VNNI, else AVX2; None for another CPU (Arm, or x86
+    without AVX2)."""
+    override = cpu_class_override()
+    if override:
+        return override
+    flags = cpu_flags(this_cpuinfo() or "")
+    for name in ("amx", "avx512-bf16", "avx512-vnni", "avx2"):
+        if CPU_CLASSES[name][-1] in flags:
+            return name
+    return None
+
+
+def this_cpuinfo() -> str | None:
+    """``/proc/cpuinfo`` as bertkit reads it: the CPU's own, or a ``flags`` line of the class
+    ``BERTKIT_CPU_CLASS`` names; None where there is none (macOS, Windows)."""
+    override = cpu_class_override()
+    if override:
+        return f"processor\t: 0\nflags\t\t: {' '.join(CPU_CLASSES[override])}\n"
+    return _real_cpuinfo()
+
+
 def cpu_bf16_support() -> CpuBf16:
-    """This machine's answer (cached)."""
+    """This machine's answer, or the overriding class's (``BERTKIT_CPU_CLASS``)."""
+    return _bf16_support(cpu_class_override())
+
+
+@functools.cache
+def _bf16_support(override: str | None) -> CpuBf16:
+    capability = torch.backends.cpu.get_cpu_capability()
+    if override is None:
+        return detect_cpu_bf16(this_cpuinfo(), platform.machine(), _onednn_bf16(), capability)
+    actual = detect_cpu_bf16(_real_cpuinfo(), platform.machine(), _onednn_bf16(), capability)
+    # torch runs bf16 on any CPU (emulated where it is not native): the class decides alone
+    decided = detect_cpu_bf16(this_cpuinfo(), "x86_64", True, capability)
+    return CpuBf16(decided.native, f"{CPU_CLASS_ENV}={override}: {decided.reason}; this CPU "
+                                   f"itself: {actual.reason}")
+
+
+def _real_cpuinfo() -> str | None:
     try:
-        cpuinfo = CPUINFO.read_text(encoding="utf-8", errors="replace")
+        return CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        cpuinfo = None
-    return detect_cpu_bf16(cpuinfo, platform.machine(), _onednn_bf16(),
-                           torch.backends.cpu.get_cpu_capability())
+        return None
 
 
 def cpu_has_vnni(cpuinfo: str | None = None) -> bool:
-    """Does the CPU have 8-bit dot-product instructions (x86 ``avx512_vnni`` / ``avx_vnni``)?
-    Without them, INT8 kernels that multiply unsigned by signed 8-bit values in 16-bit pairs
-    can saturate, so 8-bit activations must keep to 7 bits (``reduce_range``)."""
+    """Does the CPU (``cpuinfo``'s, else :func:`this_cpuinfo`'s) have 8-bit dot-product
+    instructions (x86 ``avx512_vnni`` / ``avx_vnni``)? Without them, INT8 kernels that multiply
+    unsigned by signed 8-bit values in 16-bit pairs can saturate, so 8-bit activations must
+    keep to 7 bits (``reduce_range``)."""
     if cpuinfo is None:
-        try:
-            cpuinfo = CPUINFO.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        cpuinfo = this_cpuinfo()
+        if cpuinfo is None:
             return False
     return bool(cpu_flags(cpuinfo) & {"avx512_vnni", "avx_vnni", "amx_int8"})
 

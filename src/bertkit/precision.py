@@ -12,11 +12,17 @@ Names (:data:`PRECISIONS`):
 
 ``auto``: on a GPU, bf16 where it supports bf16, else fp16; on the CPU, bf16 where the
 processor computes bf16 natively (:func:`bertkit.cpu.cpu_bf16_support`: ``avx512_bf16``, AMX,
-Arm ``bf16``), else fp32. The rule is the same for pre-training, fine-tuning and inference. It
-was measured for pre-training (docs/pretraining.md, "Precision": bf16 on a CPU with native
-bf16 is faster at equal loss; emulated bf16 is slower than fp32, hence the flag check), and a
-single rule means a model fine-tuned with ``auto`` is served with ``auto`` at the precision it
-was trained in. ``auto`` never picks ``int8``: INT8 changes the answers, so a user asks for it.
+Arm ``bf16``; ``BERTKIT_CPU_CLASS`` overrides what the CPU is taken to have) **and** the model
+is at least :data:`BF16_MIN_HIDDEN` wide for the work at hand, else fp32. Below that width
+autocast's per-forward weight casts and oneDNN's per-shape bf16 set-up cost more than native
+bf16 saves (bench/precision_crossover.py on the AMX Xeon, texts of 16-128 tokens, one thread;
+docs/finetuning.md, "Precision"): a training step gained 1.47x at hidden 256 but BERT-Tiny
+(128) fine-tuned slower in bf16; inference of one text at a time ran 0.35x (tiny), 0.73x
+(256), 0.96x (512) and 1.34x (768) of fp32's speed in bf16. Emulated bf16 is slower than
+fp32 everywhere, hence the flag check. The rule is the same for pre-training, fine-tuning
+and inference, and every inference door defaults to it (:data:`INFERENCE_DEFAULT`), so the
+API, the CLI and the server answer alike on one machine.
+``auto`` never picks ``int8``: INT8 changes the answers, so a user asks for it.
 
 Contract: :func:`check` (a name of the allowed set, else a :class:`BertkitError` naming the
 option), :func:`resolve` (``auto`` -> a concrete name and why), :func:`autocast` (the context
@@ -37,8 +43,13 @@ INFERENCE = PRECISIONS
 RESOLVED = PRECISIONS[1:]  # what resolve() returns: every name but auto
 AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads lazily)
 DTYPE_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # the old --dtype
-HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX; GPU: bf16 "
-        "support, else fp16), else fp32")
+# auto's bf16 on the CPU starts at these hidden sizes (the crossovers measured by
+# bench/precision_crossover.py; narrower models run faster in fp32 even where bf16 is native)
+BF16_MIN_HIDDEN = {"training": 256, "inference": 768}
+INFERENCE_DEFAULT = "auto"  # the one default of every inference door: API, CLI, server
+HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX, for a model "
+        f"of hidden size >= {BF16_MIN_HIDDEN['training']} in training, "
+        f">= {BF16_MIN_HIDDEN['inference']} in inference; GPU: bf16 support, else fp16), else fp32")
 
 
 def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "--precision") -> str:
@@ -49,9 +60,12 @@ def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "
 
 
 def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
-            option: str = "--precision") -> tuple[str, str]:
-    """``(fp32|bf16|fp16|int8, why)``: ``auto`` by the rule of the module docstring; an
-    explicit name is kept if the device can run it (fp16 needs CUDA, int8 the CPU)."""
+            option: str = "--precision", hidden_size: int | None = None,
+            training: bool = False) -> tuple[str, str]:
+    """``(fp32|bf16|fp16|int8, why)``: ``auto`` by the rule of the module docstring for
+    ``training`` or inference of a model of ``hidden_size`` (``None``: a runtime whose bf16 has
+    no per-forward cast, OpenVINO's, where only the CPU decides); an explicit name is kept if
+    the device can run it (fp16 needs CUDA, int8 the CPU)."""
     import torch
 
     check(precision, allowed, option)
@@ -64,6 +78,11 @@ def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
             from bertkit.cpu import cpu_bf16_support
 
             support = cpu_bf16_support()
+            work = "training" if training else "inference"
+            least = BF16_MIN_HIDDEN[work]
+            if support.native and hidden_size is not None and hidden_size < least:
+                return "fp32", (f"auto: hidden size {hidden_size} < {least}, where fp32 {work} is "
+                                f"faster than bf16 autocast ({support.reason})")
             return ("bf16" if support.native else "fp32"), f"auto: {support.reason}"
         return "fp32", f"auto on {device.type}"
     if precision == "fp16" and device.type != "cuda":

@@ -1,4 +1,5 @@
-"""One answer per question, whichever door it comes through: ``bertkit predict``,
+"""One answer per question, whichever door it comes through, each at its default precision
+(one rule: tests/inference/test_default_precision.py): ``bertkit predict``,
 ``load(...).predict`` and ``POST /predict`` on models fine-tuned here from the real BERT-Tiny
 (SQuAD 2.0 with no-answer questions and contexts longer than one window, CoNLL-2003 NER,
 SST-2, MRPC, STS-B), 200 inputs each; fill-mask and embeddings through the API, the CLI and
@@ -32,14 +33,14 @@ def finetune(root: Path, task: str, data: Path, *flags: str) -> Path:
     assert main(["finetune", task, "--model", str(shared_path("models", "bert-tiny-splade")),
                  "--data", str(data), "--out", str(out), "--epochs", "1", "--batch-size", "16",
                  "--max-train-examples", "200", "--lr", "1e-4", "--seed", "1", "--no-progress",
-                 *flags]) == 0
+                 "--precision", "fp32", *flags]) == 0  # the same model on every CPU class
     return out
 
 
 def predict_cli(root: Path, task: str, model: Path, records: list[dict]) -> list[dict]:
     (root / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert main(["predict", task, "--model", str(model), "--input", str(root / "in.jsonl"),
-                 "--output", str(root / "out.jsonl"), "--precision", "fp32", "--no-progress"]) == 0
+                 "--output", str(root / "out.jsonl"), "--no-progress"]) == 0
     return [json.loads(line) for line in (root / "out.jsonl").read_text().splitlines()]
 
 
@@ -176,8 +177,15 @@ def test_squad2_answers_alike_at_every_door_and_server_scores_equal_evaluate(tmp
     questions = squad_split(shared_path("squad", "dev-v2.0.json"), data)
     model = finetune(tmp_path, "squad2", data, "--max-seq-length", "96", "-o", "doc_stride=32",
                      "-o", "max_query_length=32")
-    saved = json.loads((model / "config.json").read_text())["bertkit_finetune"]["options"]
-    assert "null_score_diff_threshold" in saved  # tuned on dev and saved
+    config = json.loads((model / "config.json").read_text())
+    assert "null_score_diff_threshold" in config["bertkit_finetune"]["options"]  # tuned on dev and saved
+    # 200 examples and one epoch teach BERT-Tiny next to nothing: its tuned threshold answers
+    # about 1 question in 200, and which one hangs on rounding. The doors must apply the saved
+    # threshold alike, so save one that answers about half (the median null odds of dev).
+    odds = sorted(json.loads((model / "null_odds.json").read_text()).values())
+    config["null_score_diff_threshold"] = config["bertkit_finetune"]["options"]["null_score_diff_threshold"] = \
+        (odds[len(odds) // 2 - 1] + odds[len(odds) // 2]) / 2
+    (model / "config.json").write_text(json.dumps(config))
     bert = load(model)
     windows = [len(p.rows) for p in (bert.plan_predict(q) for q in questions)]
     assert max(windows) >= 3  # contexts longer than one window
@@ -190,10 +198,10 @@ def test_squad2_answers_alike_at_every_door_and_server_scores_equal_evaluate(tmp
         [(a["answer"], a["start"], a["end"]) for a in server]
     assert all(q["context"][a["start"]:a["end"]] == a["answer"] for q, a in zip(questions, api))
     answered = sum(bool(a["answer"]) for a in api)
-    assert 0 < answered < len(api), "the saved threshold leaves some questions unanswered"
+    assert len(api) // 4 < answered < 3 * len(api) // 4, "the saved threshold answers about half"
 
-    assert main(["evaluate", "squad2", "--model", str(model), "--data", str(data), "--precision",
-                 "fp32", "--output", str(tmp_path / "eval.json"), "--no-progress"]) == 0
+    assert main(["evaluate", "squad2", "--model", str(model), "--data", str(data),
+                 "--output", str(tmp_path / "eval.json"), "--no-progress"]) == 0
     evaluated = json.loads((tmp_path / "eval.json").read_text())["metrics"]["dev"]
     dataset = json.loads((data / "dev-v2.0.json").read_text())
     scored = squad_evaluate(dataset, {q["id"]: a["answer"] for q, a in zip(questions, server)},

@@ -117,14 +117,20 @@ def test_few_rows_run_on_the_second_packing_with_the_same_weights(tmp_path, monk
         return real(x, packed, reduce_range=reduce_range)
 
     ids = torch.tensor([[2, 5, 6, 7, 8, 5, 9, 16, 3]])
+
+    def set_rows(rows):
+        for m in loaded.modules():
+            if isinstance(m, int8._dynamic_linear()):
+                m.small_rows = rows
+
     with torch.no_grad():
-        monkeypatch.setattr(int8, "SMALL_ROWS", 0)  # everything on INT8_ENGINE's packing
+        set_rows(0)  # everything on INT8_ENGINE's packing
         one = loaded(ids)["logits"]
-        monkeypatch.setattr(int8, "SMALL_ROWS", 256)
+        set_rows(256)
         monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
         two = loaded(ids)["logits"]
         assert small_calls and all(small for _, small in small_calls)
-        monkeypatch.setattr(int8, "SMALL_ROWS", 4)  # 9 token rows: the big packing, 1 pooled row: small
+        set_rows(4)  # 9 token rows: the big packing, 1 pooled row: small
         small_calls.clear()
         loaded(ids)
     assert {rows for rows, small in small_calls if small} == {1}  # the pooler's and the head's row
@@ -163,3 +169,22 @@ def test_api_precisions_agree_on_predictions(tmp_path):
     emb32 = load(directory).embed(TEXTS, pool="mean")
     emb8 = load(directory, precision="int8").embed(TEXTS, pool="mean")
     assert np.abs(emb32 - emb8).max() < 0.1 * np.abs(emb32).max()
+
+
+def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cpu_class):
+    """fbgemm's copy takes up to 256 rows on the AVX2 EPYC, 16 on the AMX Xeon (where onednn
+    runs on AMX): each class gets the threshold measured on it; the variable overrides."""
+    import bertkit.inference.int8 as int8
+
+    monkeypatch.delenv("BERTKIT_INT8_SMALL_ROWS", raising=False)
+    expected = {"avx2": 256, "amx": 16}[cpu_class]
+    assert int8.small_rows() == expected
+    quantized = torch.backends.quantized
+    if {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) and INT8_ENGINE != int8.SMALL_ENGINE:
+        model = quantize_int8(load_model(make_task_model(tmp_path, "classify")))
+        assert {m.small_rows for m in model.modules() if isinstance(m, int8._dynamic_linear())} == {expected}
+    monkeypatch.setenv("BERTKIT_INT8_SMALL_ROWS", "0")
+    assert int8.small_rows() == 0
+    monkeypatch.setenv("BERTKIT_INT8_SMALL_ROWS", "many")
+    with pytest.raises(BertkitError, match="BERTKIT_INT8_SMALL_ROWS"):
+        int8.small_rows()

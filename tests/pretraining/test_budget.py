@@ -297,18 +297,22 @@ def test_budget_flag_reaches_the_config(files, tmp_path):
     assert json.dumps(config.to_dict())  # plain values, stored in checkpoints
 
 
-@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
-def test_precision_auto_is_resolved_logged_and_saved(files, tmp_path, monkeypatch, native, expected):
+@pytest.mark.parametrize("hidden", [32, 256])
+def test_precision_auto_is_resolved_logged_and_saved(files, tmp_path, cpu_class, hidden):
+    """``auto`` as on each CPU class: bf16 with native bf16 for a model wide enough to gain."""
     import yaml
 
-    from bertkit import cpu as precision_mod
-    from bertkit.cpu import CpuBf16
+    from bertkit.config import BertConfig
+    from bertkit.precision import BF16_MIN_HIDDEN
 
-    monkeypatch.setattr(precision_mod, "cpu_bf16_support", lambda: CpuBf16(native, "test flags"))
+    config = BertConfig.from_json(files["model_config"])
+    config.hidden_size, config.intermediate_size, config.num_hidden_layers = hidden, 2 * hidden, 1
+    config.to_json(tmp_path / "model.json")
+    expected = "bf16" if cpu_class == "amx" and hidden >= BF16_MIN_HIDDEN["training"] else "fp32"
     out = tmp_path / expected
-    pretrain(settings(files, out, steps=2, precision="auto"))
+    pretrain(settings(files, out, steps=2, precision="auto", model_config=str(tmp_path / "model.json")))
     note = [r for r in read_log(out / "log.jsonl") if r.get("event") == "precision"]
     assert note[0]["precision"] == expected and note[0]["requested"] == "auto"
-    assert "test flags" in note[0]["reason"]
+    assert cpu_class in note[0]["reason"]
     assert yaml.safe_load((out / "config.yaml").read_text())["precision"] == expected
     assert CheckpointManager(out / "checkpoints").load()["config"]["precision"] == expected

@@ -274,7 +274,7 @@ WINDOW = {"long_text": "window", "stride": 20}
 
 @pytest.mark.parametrize("kind, task, pool", [("sst2", "sst2", "mean"), ("sst2", "sst2", "max"),
                                               ("pair", "mrpc", "mean"), ("regression", "stsb", "mean")])
-def test_a_long_text_is_windowed_as_bertkit_predict_does(tmp_path, kind, task, pool):
+def test_a_long_text_is_windowed_as_bertkit_predict_does(tmp_path, cpu_class, kind, task, pool):
     from bertkit.tasks.windows import LongText
 
     text = long_text()

@@ -22,7 +22,7 @@ FAST = {"lr": 5e-3, "batch": 16, "epochs": 4, "max_seq_length": 32, "progress": 
         "eval_batch": 32, "log_every": 1000}
 
 
-def make_model(directory: Path, seed: int = 0) -> Path:
+def make_model(directory: Path, seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
     """A randomly initialised tiny BERT (hidden 32, 2 layers) saved as a model directory."""
     import torch
 
@@ -35,8 +35,8 @@ def make_model(directory: Path, seed: int = 0) -> Path:
     (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
     tokenizer = BertTokenizer.from_file(directory / "vocab.txt")
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=64)
     save_pretrained(BertForMaskedLM(config), directory, tokenizer=tokenizer)
     return directory
 

@@ -90,14 +90,18 @@ def test_toy_task_is_learned_and_the_best_model_saved(trained, toy_dir):
     assert events.count("eval") == FAST["epochs"] and events[-1] == "best"
 
 
-def test_the_log_says_which_precision_ran(trained):
-    from bertkit.precision import TRAINING, resolve
+@pytest.mark.parametrize("hidden", [32, 256])
+def test_the_log_says_which_precision_ran(tmp_path, toy_dir, cpu_class, hidden):
+    """``auto`` as run on each CPU class: bf16 only with native bf16 and a model wide enough
+    (hidden 256 and up); the log and results keep what ran, never "auto"."""
+    from bertkit.precision import BF16_MIN_HIDDEN
 
-    out, _, _ = trained
-    start = next(r for r in read_log(out / "log.jsonl") if r["event"] == "start")
-    # the precision actually used, not the setting: "auto" never reaches the log
-    expected, why = resolve(FinetuneConfig(**FAST).precision, "cpu", TRAINING)
-    assert start["precision"] == expected and start["precision_reason"] == why
+    model = make_model(tmp_path / "model", hidden=hidden, layers=1)
+    finetune(get_task("sst2"), model, toy_dir, tmp_path / "out", FinetuneConfig(**{**FAST, "epochs": 1}))
+    start = next(r for r in read_log(tmp_path / "out" / "log.jsonl") if r["event"] == "start")
+    native_and_wide = cpu_class == "amx" and hidden >= BF16_MIN_HIDDEN["training"]
+    assert start["precision"] == ("bf16" if native_and_wide else "fp32")
+    assert start["precision_reason"].startswith("auto: ") and cpu_class in start["precision_reason"]
 
 
 def test_reloaded_model_scores_as_it_did_in_training(trained, toy_dir):

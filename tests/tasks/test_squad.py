@@ -240,6 +240,49 @@ def test_toy_squad_run_learns_and_writes_the_original_files(name, model_dir, tmp
         assert reloaded.settings["null_score_diff_threshold"] == threshold
 
 
+def test_a_squad2_model_that_never_answers_is_reported_not_celebrated(model_dir, tmp_path, capsys):
+    """A dev set of unanswerable questions only: abstaining everywhere scores best, so the
+    tuned threshold answers nothing. finetune says so at the end and in results.json;
+    evaluate and load() (the server's loader) warn."""
+    from bertkit.cli.main import main
+    from bertkit.inference import load
+
+    data = tmp_path / "data"
+    data.mkdir()
+    dev = toy_squad(30, 2, True)
+    for p in dev["data"][0]["paragraphs"]:
+        p["qas"][0].update(answers=[], is_impossible=True)
+    (data / "train-v2.0.json").write_text(json.dumps(toy_squad(48, 1, True)))
+    (data / "dev-v2.0.json").write_text(json.dumps(dev))
+    out = tmp_path / "out"
+    common = ["--data", str(data), "--max-seq-length", "40", "-o", "doc_stride=16",
+              "-o", "max_query_length=8", "--no-progress"]
+    assert main(["finetune", "squad2", "--model", str(model_dir), "--out", str(out), "--epochs", "1",
+                 "--batch-size", "16", *common]) == 0
+    results = json.loads((out / "results.json").read_text())
+    metrics = results["best"]["metrics"]
+    assert metrics["best_answered"] == 0 and metrics["best_f1"] == metrics["abstain_f1"] == 100
+    assert len(results["findings"]) == 1 and "has not learned to answer" in results["findings"][0]
+    assert "bertkit: warning: squad2: the model has not learned to answer: at the tuned no-answer " \
+           "threshold" in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="has not learned to answer"):
+        load(out)
+    assert main(["evaluate", "squad2", "--model", str(out), *common]) == 0
+    assert "dev: squad2: the model has not learned to answer: at its saved" in capsys.readouterr().err
+
+
+def test_findings_name_nothing_for_a_model_that_answers():
+    task = get_task("squad2")
+    learned = {"best_answered": 40.0, "best_f1": 60.0, "answered": 0.0, "f1": 48.5, "abstain_f1": 48.5,
+               "best_f1_thresh": -1.0}
+    assert task.findings(learned) == []
+    assert task.findings(learned, saved=True)  # at its saved threshold it answers nothing
+    # the case of issue 31: one answer in 200 at the tuned threshold, 0.17 points over abstaining
+    barely = {**learned, "best_answered": 0.5, "best_f1": 48.67}
+    assert "answers 0.5% of the questions" in task.findings(barely)[0] and "+0.17 over" in task.findings(barely)[0]
+    assert get_task("squad").findings({"answered": 0.0}, saved=True) == []  # v1.1 always answers
+
+
 def test_real_squad_answers_survive_windows_and_offsets(shared):
     """On real dev questions, gold start/end positions map back to the gold answer text."""
     from bertkit.metrics import compute_exact

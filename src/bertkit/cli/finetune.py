@@ -22,6 +22,7 @@ from bertkit.errors import BertkitError
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
+from bertkit.precision import INFERENCE_DEFAULT
 from bertkit.tasks.finetune_config import FinetuneConfig
 from bertkit.tasks.task_options import GROUPS, TaskOptions, task_options_from
 
@@ -52,9 +53,10 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
         else "the task's: 128, SQuAD 384, at most the model's positions")})
     if inference:  # evaluate / predict also run INT8 (bertkit.inference.int8), training does not
         add_options(parser, FinetuneConfig, only=("device",))
-        parser.add_argument("--precision", default="auto", choices=INFERENCE_PRECISIONS,
+        parser.add_argument("--precision", default=INFERENCE_DEFAULT, choices=INFERENCE_PRECISIONS,
                             help=f"autocast precision ({PRECISION_HELP}); int8: dynamic "
-                                 "quantisation on the CPU")
+                                 "quantisation on the CPU (default: %(default)s, as every "
+                                 "inference door)")
     else:
         add_options(parser, FinetuneConfig, only=("device", "precision"))
     parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
@@ -181,6 +183,8 @@ def run_finetune(args) -> int:
     print(f"best: {task.main_metric}={best.metrics[task.main_metric]:.4f} (lr={best.hyper.lr:g} "
           f"batch={best.hyper.batch} epochs={best.hyper.epochs} seed={best.hyper.seed}, "
           f"epoch {best.epoch}) -> {args.out}")
+    for finding in task.findings(best.metrics):  # also in results.json's "findings"
+        print(f"bertkit: warning: {finding}", file=sys.stderr)
     return 0
 
 
@@ -192,32 +196,25 @@ def _load_model(task, args):
     return task.build_model(args.model)
 
 
-def _device(args):
-    from bertkit.precision import INFERENCE, resolve
-    from bertkit.training.distributed import pick_device
-
-    device = pick_device(args.device)
-    return device, resolve(args.precision, device, INFERENCE)[0]
-
-
 def _setup_trained(args):
-    """(task, tokenizer, saved entry, model on its device, device, precision) of a trained model."""
+    """(task, tokenizer, saved entry, model on its device, device, precision) of a trained
+    model, at the precision every inference door resolves (:func:`bertkit.inference.engine.
+    inference_precision`: ``predict``/``evaluate`` answer as ``load()`` and ``serve`` do)."""
     from bertkit import cpu
     from bertkit.checkpoint import check_vocabulary
+    from bertkit.inference.engine import inference_precision
+    from bertkit.inference.int8 import prepare
     from bertkit.tasks.run_dir import check_model
     from bertkit.training.distributed import pick_device
 
     task, tokenizer, entry = _setup(args, for_training=False)
     check_model(args.model, task)  # unfinished, no trained head, another task: warnings
-    with cpu.loading_for_inference(pick_device(args.device).type == "cpu"):  # as inference.load
+    device = pick_device(args.device)
+    precision, _ = inference_precision(args.precision, device, args.model)
+    with cpu.loading_for_inference(device.type == "cpu"):  # as inference.load
         model = _load_model(task, args)
         check_vocabulary(tokenizer, model.config.vocab_size, args.model)
-        if args.precision == "int8" or getattr(model, "bertkit_precision", None) == "int8":
-            from bertkit.inference.int8 import prepare
-
-            args.precision = "fp32"  # the quantised layers run in fp32 activations
-            model = prepare(model, "int8")
-    device, precision = _device(args)
+        model = prepare(model, precision)  # int8 quantises; its layers take fp32 activations
     return task, tokenizer, entry, model.to(device), device, precision
 
 
@@ -241,6 +238,8 @@ def run_evaluate(args) -> int:
                                          precision, args.progress)
             results[split] = metrics
             print(f"{split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+            for finding in task.findings(metrics, saved=True):
+                warnings.warn(f"{split}: {finding}", stacklevel=1)
             if args.predictions:
                 write_predictions(task, sets, raw, Path(args.predictions))
     if args.output:

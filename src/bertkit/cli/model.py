@@ -14,7 +14,7 @@ from bertkit.cli.long_text import add_long_text_arguments, check_window_flags, l
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
-from bertkit.precision import DTYPE_PRECISIONS, from_dtype
+from bertkit.precision import DTYPE_PRECISIONS, INFERENCE_DEFAULT, from_dtype
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 
@@ -27,8 +27,9 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
                       help="lower-case input (uncased vocabulary)")
     case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--precision", default="fp32", choices=INFERENCE_PRECISIONS,
-                        help=f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or {PRECISION_HELP}")
+    parser.add_argument("--precision", default=INFERENCE_DEFAULT, choices=INFERENCE_PRECISIONS,
+                        help=f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or "
+                             f"{PRECISION_HELP} (default: %(default)s, as every inference door)")
     parser.add_argument("--dtype", default=None, choices=list(DTYPE_PRECISIONS),
                         help="deprecated: use --precision (float32 = fp32, bfloat16 = bf16, float16 = fp16)")
     parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from bertkit.errors import BertkitError
-
-PRECISION_HELP = "fp32 (default), bf16 autocast, or int8 dynamic quantisation (CPU)"
+from bertkit.precision import HELP as AUTO_HELP
+from bertkit.precision import INFERENCE_DEFAULT
 
 
 def register(subparsers) -> None:
@@ -64,7 +64,9 @@ def register(subparsers) -> None:
     attention.add_argument("--layer", type=int, default=-1, help="layer, from 0 (default -1: the last)")
     attention.add_argument("--head", type=int, default=0, help="head, from 0 (default 0)")
     attention.add_argument("--out", default="attention.png", metavar="FILE.png", help="default attention.png")
-    attention.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"], help=PRECISION_HELP)
+    attention.add_argument("--precision", default=INFERENCE_DEFAULT, choices=["auto", "fp32", "bf16", "int8"],
+                           help=f"fp32, bf16 autocast, int8 dynamic quantisation, or {AUTO_HELP} "
+                                "(default: %(default)s, as every inference door)")
     attention.set_defaults(func=run_attention)
 
 

@@ -29,7 +29,7 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference.heads import TaskInference, pool_features
 from bertkit.inference.int8 import load_model, prepare
 from bertkit.model import BertModel, BertPreTrainedModel
-from bertkit.precision import INFERENCE, autocast, from_dtype, resolve
+from bertkit.precision import INFERENCE, INFERENCE_DEFAULT, autocast, from_dtype, resolve
 from bertkit.tasks.base import finetune_entry, resolve_max_seq_length
 from bertkit.training.distributed import pick_device
 from bertkit.training.sampler import length_batches
@@ -59,11 +59,12 @@ class BertInference(TaskInference):
         tokenizer: Any,
         device: str | torch.device = "cpu",
         source: str = "model",
-        precision: str = "fp32",
+        precision: str = INFERENCE_DEFAULT,
     ):
         check_vocabulary(tokenizer, model.config.vocab_size, source)
         self.device = pick_device(device)
-        self.precision, self.precision_reason = resolve(precision, self.device, INFERENCE)
+        self.precision, self.precision_reason = resolve(precision, self.device, INFERENCE,
+                                                        hidden_size=model.config.hidden_size)
         self.model = prepare(model.to(device=self.device).eval(), self.precision)
         self.tokenizer = tokenizer
         self.source = source
@@ -240,30 +241,48 @@ def load(
     device: str = "cpu",
     dtype: str | None = None,
     model_class: type[BertPreTrainedModel] | None = None,
-    precision: str = "fp32",
+    precision: str = INFERENCE_DEFAULT,
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
     :func:`bertkit.inference.int8.save_int8`) ready for fill-mask / embed / predict at
     ``precision`` (:data:`bertkit.precision.INFERENCE`: ``fp32``, ``bf16``, ``fp16`` on CUDA,
-    ``int8`` on the CPU, or ``auto``). ``dtype`` is the deprecated spelling of the precision
-    (``float32``/``bfloat16``/``float16``; a FutureWarning says which precision it means).
+    ``int8`` on the CPU, or ``auto``, the default of every door: :func:`inference_precision`).
+    ``dtype`` is the deprecated spelling of the precision (``float32``/``bfloat16``/``float16``;
+    a FutureWarning says which precision it means).
 
     On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
     oneDNN's primitive cache is bounded (unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set;
     it takes effect only if no matrix product ran in the process before) and glibc malloc
     keeps freed memory (each batch re-allocates its activations, and page-faulting them back
     in cost BERT-Base INT8, 8 x 128 on one thread, a third of its time)."""
-    from bertkit.inference.int8 import is_int8_dir
 
     if dtype is not None:
         precision = from_dtype(dtype, "dtype")
         warnings.warn(f"load(dtype=...) is deprecated: use precision={precision!r}", FutureWarning,
                       stacklevel=2)
     target = pick_device(device)
-    precision = resolve(precision, target, INFERENCE)[0]
-    if is_int8_dir(model_dir) and precision == "fp32":
-        precision = "int8"  # the float weights are gone; load_model refuses bf16
+    precision, why = inference_precision(precision, target, model_dir)
     with cpu.loading_for_inference(target.type == "cpu"):
         model = load_model(model_dir, model_class, precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase)
-    return BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
+    bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
+    bert.precision_reason = why
+    family = bert.family()
+    for finding in family.findings(finetune_entry(model.config).get("metrics") or {}) if family else ():
+        warnings.warn(f"{model_dir}: {finding}", stacklevel=2)  # e.g. a SQuAD 2.0 model that never answers
+    return bert
+
+
+def inference_precision(precision: str, device: torch.device | str, model_dir: str | Path,
+                        option: str = "--precision") -> tuple[str, str]:
+    """``(precision, why)`` a model directory runs at: the one rule of every inference door
+    (``load``, ``predict``, ``evaluate``, the server). ``auto`` (and ``fp32``) on an INT8
+    directory is ``int8`` (its float weights are gone); else
+    :func:`bertkit.precision.resolve` for the model's width (``auto``: bf16 only where the
+    CPU computes it natively and the model is wide enough to gain from it)."""
+    from bertkit.checkpoint import load_config
+    from bertkit.inference.int8 import is_int8_dir
+
+    if is_int8_dir(model_dir) and precision in ("auto", "fp32"):
+        return "int8", f"{precision}: the directory holds an INT8 model"
+    return resolve(precision, device, INFERENCE, option, hidden_size=load_config(model_dir).hidden_size)

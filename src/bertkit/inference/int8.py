@@ -12,8 +12,9 @@ measurements are in docs/serving.md. The layers are packed for PyTorch's ``onedn
 engine (:func:`int8_engine`; ``BERTKIT_INT8_ENGINE`` picks another), faster than the ``x86``
 default on the Intel Xeon measured, with the same accuracy, for inputs of many rows (tokens
 of a batch); for a few rows, as a server's lone short request, the ``x86`` engine's fbgemm
-kernels are 2-4x faster per layer. So each layer is packed twice (:class:`Int8Linear`): an
-input of at most :data:`SMALL_ROWS` rows runs on fbgemm, a larger one on onednn.
+kernels are faster per layer. So each layer is packed twice (:class:`Int8Linear`): an input
+of at most :func:`small_rows` rows (measured per CPU class) runs on fbgemm, a larger one on
+onednn.
 
 The precision names, the ``auto`` rule and the autocast context are
 :mod:`bertkit.precision`'s, shared with training; this module holds what only INT8 needs.
@@ -48,11 +49,31 @@ PRECISION_KEY = "bertkit_precision"
 # BERTKIT_INT8_ENGINE picks another (x86, fbgemm) where that is faster.
 INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
 # Inputs of at most this many rows (batch x tokens) run on SMALL_ENGINE's kernels, packed as
-# a second copy of each layer's int8 weights. Per layer, on the 2-core AMD EPYC (AVX2, no
-# VNNI) of docs/serving.md: x86 takes 0.28-0.53x onednn's time at 1-8 rows, 0.45-0.77x at
-# 24-64, 0.74-0.94x at 128, even at 256, 1.02-1.13x at 1,024-4,096. 0 packs one copy only.
+# a second copy of each layer's int8 weights; per CPU class (bertkit.cpu.cpu_class), as
+# bench/int8_kernels.py measured it per layer (docs/serving.md, "The INT8 kernels"):
+# * avx2 (AMD EPYC): x86 takes 0.28-0.53x onednn's time at 1-8 rows, 0.45-0.77x at 24-64,
+#   0.74-0.94x at 128, even at 256, 1.02-1.13x at 1,024-4,096;
+# * amx (Intel Xeon): onednn runs on AMX; x86 takes 0.40-0.82x its time at 1-8 rows, 0.40-1.00
+#   at 16, 0.56-1.66 at 24, 0.69-1.31 at 32, 0.84-2.99 at 64 and 1.06-3.09 at 128-256.
+# The other classes are not measured yet and keep the first measurement's 256.
+# BERTKIT_INT8_SMALL_ROWS overrides; 0 packs one copy only.
 SMALL_ENGINE = "x86"
-SMALL_ROWS = int(os.environ.get("BERTKIT_INT8_SMALL_ROWS", "256"))
+SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16}
+SMALL_ROWS_UNMEASURED = 256
+
+
+def small_rows() -> int:
+    """Rows up to which an INT8 layer runs on :data:`SMALL_ENGINE`'s packing on this CPU:
+    ``BERTKIT_INT8_SMALL_ROWS``, else its class's measured threshold."""
+    from bertkit.cpu import cpu_class
+
+    given = os.environ.get("BERTKIT_INT8_SMALL_ROWS", "").strip()
+    if given:
+        try:
+            return max(0, int(given))
+        except ValueError:
+            raise BertkitError(f"BERTKIT_INT8_SMALL_ROWS must be a whole number of rows, got {given!r}") from None
+    return SMALL_ROWS_BY_CLASS.get(cpu_class() or "", SMALL_ROWS_UNMEASURED)
 
 
 def _quantisable(model: nn.Module) -> list[str]:
@@ -69,21 +90,25 @@ def _dynamic_linear():
     class Int8Linear(Linear):
         """PyTorch's dynamic INT8 linear layer, packed for :data:`INT8_ENGINE` and, where
         :func:`pack_small` ran, again for :data:`SMALL_ENGINE`: an input of at most
-        :data:`SMALL_ROWS` rows runs on the second packing (same int8 weights and scales,
-        activations quantised the same way, ``reduce_range`` as PyTorch's own layer)."""
+        ``small_rows`` rows (:func:`small_rows` when packed) runs on the second packing (same
+        int8 weights and scales, activations quantised the same way, ``reduce_range`` as
+        PyTorch's own layer)."""
 
         small = None
+        small_rows = 0
 
         def pack_small(self) -> None:
             quantized = torch.backends.quantized
-            if SMALL_ROWS <= 0 or SMALL_ENGINE == quantized.engine or SMALL_ENGINE not in quantized.supported_engines:
+            rows = small_rows()
+            if rows <= 0 or SMALL_ENGINE == quantized.engine or SMALL_ENGINE not in quantized.supported_engines:
                 return
             weight, bias = self._weight_bias()
             with _engine(SMALL_ENGINE):
                 self.small = torch.ops.quantized.linear_prepack(weight, bias)
+            self.small_rows = rows
 
         def forward(self, x):
-            if self.small is not None and x.numel() <= SMALL_ROWS * x.shape[-1]:
+            if self.small is not None and x.numel() <= self.small_rows * x.shape[-1]:
                 return torch.ops.quantized.linear_dynamic(x, self.small, reduce_range=True).to(x.dtype)
             return super().forward(x)
 

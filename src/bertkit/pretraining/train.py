@@ -213,9 +213,10 @@ def _set_up(config: PretrainConfig, ctx: dist.DistContext) -> _Run:
     model = build_model(config, len(tokenizer), train_data.max_seq_length)
     model.to(ctx.device).train()
     torch.manual_seed(config.seed + ctx.rank)  # dropout differs between ranks
-    # --precision auto: bf16 on CPUs with native bf16 (bertkit/precision.py); the
-    # resolved choice is what config.yaml and the checkpoints keep
-    precision, why = resolve(config.precision, ctx.device, TRAINING)
+    # --precision auto: bf16 on CPUs with native bf16 for a model wide enough to gain from
+    # it (bertkit/precision.py); the resolved choice is what config.yaml and the checkpoints keep
+    precision, why = resolve(config.precision, ctx.device, TRAINING,
+                             hidden_size=model.config.hidden_size, training=True)
     note = {"precision": precision, "requested": config.precision, "reason": why}
     config = dataclasses.replace(config, precision=precision)
     batches = EpochBatches(len(train_data), config.batch_size, config.grad_accum,

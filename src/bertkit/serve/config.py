@@ -9,6 +9,7 @@ from bertkit.errors import OptionError
 from bertkit.options import check_config, option
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
+from bertkit.precision import INFERENCE_DEFAULT
 
 ENV_VAR = "BERTKIT_SERVE_CONFIG"  # how --workers hands the config to each worker process
 
@@ -18,8 +19,9 @@ class ServeConfig:
     """Everything ``bertkit serve`` needs; each field declares its flag (``bertkit.options``)."""
 
     model: str = ""
-    precision: str = option("fp32", f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or "
-                                    f"{PRECISION_HELP}", choices=INFERENCE_PRECISIONS)
+    precision: str = option(INFERENCE_DEFAULT, f"fp32, bf16/fp16 autocast, int8 dynamic quantisation "
+                                               f"(CPU), or {PRECISION_HELP}; the default of every "
+                                               "inference door", choices=INFERENCE_PRECISIONS)
     device: str = option("cpu", "cpu or cuda")
     runtime: str = option("torch", "torch (bertkit's PyTorch engine) or openvino (pip install "
                                    "'bertkit[openvino]'; CPU; the task-head routes run on OpenVINO at "

@@ -288,6 +288,13 @@ class Task:
         """One JSON-able prediction record per example, in example order (override)."""
         raise NotImplementedError
 
+    def findings(self, metrics: dict[str, float], saved: bool = False) -> list[str]:
+        """What a user must be told about a model with these dev ``metrics``, beyond the
+        figures: results that look like success and are not (override; none by default).
+        ``saved``: the metrics were scored at the model's saved settings (``evaluate``), not
+        those tuned by fine-tuning."""
+        return []
+
     # ------------------------------------------------------------ model
     @property
     def num_labels(self) -> int:

@@ -277,6 +277,15 @@ def _score(metrics: dict[str, float], name: str) -> float:
 
 
 # ------------------------------------------------------------------ training
+def training_precision(cfg: FinetuneConfig, device, model_dir) -> tuple[str, str]:
+    """``(precision, why)`` fine-tuning from ``model_dir`` runs at: ``cfg.precision`` resolved
+    for the model's width (:func:`bertkit.precision.resolve`)."""
+    from bertkit.checkpoint import load_config
+
+    return resolve(cfg.precision, device, TRAINING, hidden_size=load_config(model_dir).hidden_size,
+                   training=True)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -322,7 +331,7 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
     # to the weights an uninterrupted run reaches.
     ctx = ctx or DistContext(device=pick_device(cfg.device))
     device = ctx.device
-    precision, _ = resolve(cfg.precision, device, TRAINING)
+    precision, _ = training_precision(cfg, device, model_dir)
     seed_everything(hyper.seed)
     overrides = {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
     if cfg.attention_impl is not None:
@@ -466,7 +475,7 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
     sets = load_eval_sets(task, data_dir, tokenizer, cfg.max_seq_length, logger=logger)
     points = grid_points(cfg)
     if saved is None:
-        precision, why = resolve(cfg.precision, ctx.device, TRAINING)
+        precision, why = training_precision(cfg, ctx.device, model_dir)
         logger.log(event="start", task=task.name, model=str(model_dir), train_examples=len(examples),
                    train_features=len(train), **{f"{s.split}_examples": len(s.examples) for s in sets},
                    grid_points=len(points), max_seq_length=cfg.max_seq_length,
@@ -515,10 +524,14 @@ def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfi
                    seconds=round(result.seconds, 1), **result.metrics)
     chosen = max(runs, key=lambda r: _score(r.metrics, main))
     logger.log(event="best", **asdict(chosen.hyper), epoch=chosen.epoch, out=str(out_dir), **chosen.metrics)
+    findings = task.findings(chosen.metrics)  # e.g. a SQuAD 2.0 model that never answers
+    for finding in findings:
+        logger.log(event="finding", message=finding)
     if ctx.is_main:
         with atomic_write(out_dir / "results.json") as f:
             json.dump({"task": task.name, "main_metric": main, "select": cfg.select,
-                       "best": _row(chosen), "runs": [_row(r) for r in runs]}, f, indent=2)
+                       "best": _row(chosen), "runs": [_row(r) for r in runs],
+                       "findings": findings}, f, indent=2)
         run_dir.finish()
     return runs, chosen
 

@@ -37,9 +37,13 @@ from bertkit.tasks.formats.base import iter_jsonl
 from bertkit.tasks.squad_features import check_window_settings, featurize_squad
 from bertkit.tasks.squad_postprocess import (
     SquadPredictions,
+    apply_null_threshold,
     postprocess_squad,
     write_prediction_files,
 )
+
+# F1 points over abstaining on every question below which a v2.0 model has not learned to answer
+NO_GAIN = 1.0
 
 __all__ = ["SquadTask", "create_task", "dataset_json", "split_articles", "usable_threshold"]
 
@@ -115,7 +119,7 @@ class SquadTask(Task):
     def metric_names(self) -> tuple[str, ...]:
         if self.version_2:
             return ("best_f1", "best_exact", "best_f1_thresh", "f1", "exact", "HasAns_f1",
-                    "HasAns_exact", "NoAns_f1")
+                    "HasAns_exact", "NoAns_f1", "answered", "best_answered", "abstain_f1")
         return ("f1", "exact")
 
     def evaluate(self, examples, features, outputs) -> dict[str, float]:
@@ -127,7 +131,32 @@ class SquadTask(Task):
         result = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds,
                                 self.settings["null_score_diff_threshold"], version="v2.0")
         result["best_f1_thresh"] = usable_threshold(dataset, predictions, result)
+        # F1 of answering nothing; percent of the questions answered at the threshold in use / the tuned one
+        result["abstain_f1"] = 100.0 * sum(not ex.answers for ex in examples) / max(1, len(examples))
+        for name, threshold in (("answered", self.settings["null_score_diff_threshold"]),
+                                ("best_answered", result["best_f1_thresh"])):
+            answers = apply_null_threshold(predictions, threshold)
+            result[name] = 100.0 * sum(map(bool, answers.values())) / max(1, len(answers))
         return {name: result[name] for name in self.metric_names if name in result}
+
+    def findings(self, metrics: dict[str, float], saved: bool = False) -> list[str]:
+        """v2.0: a model whose answers gain less than :data:`NO_GAIN` F1 points over abstaining
+        on every question (``abstain_f1``, the share of unanswerable questions), or that
+        answers none, has not learned to answer: its F1 is the no-answer share, not a score
+        of answers. A finding, not a result."""
+        if not self.version_2:
+            return []
+        answered = metrics.get("answered" if saved else "best_answered")
+        f1, abstain = metrics.get("f1" if saved else "best_f1"), metrics.get("abstain_f1")
+        if answered is None or f1 is None or abstain is None or (answered > 0 and f1 - abstain >= NO_GAIN):
+            return []
+        threshold = self.settings["null_score_diff_threshold"] if saved else metrics.get("best_f1_thresh")
+        which = "its saved" if saved else "the tuned"
+        return [f"{self.name}: the model has not learned to answer: at {which} no-answer threshold "
+                f"({threshold:.4g}) it answers {answered:.1f}% of the questions, and its F1 "
+                f"{f1:.2f} is {f1 - abstain:+.2f} over abstaining on every question ({abstain:.2f}, "
+                "the share of unanswerable ones). Train longer, on more data or from a larger "
+                "model; its best non-null answers are in the predictions (best_non_null)."]
 
     def predict(self, examples, features, outputs) -> list[dict]:
         predictions = self.answers(examples, features, outputs)
