@@ -46,7 +46,7 @@ def openvino_int8(task, model_dir: Path, data: Path, tmp: Path):
         print(f"(ov int8 left out: {e})", flush=True)
         return None
     from bertkit.checkpoint import load_tokenizer
-    from bertkit.tasks.finetune import featurize
+    from bertkit.tasks.base import featurize
 
     examples = task.read(data, "train")[:CALIBRATION]
     max_len = int((json.loads((model_dir / "config.json").read_text()).get("bertkit_finetune") or {})
@@ -59,7 +59,7 @@ def openvino_int8(task, model_dir: Path, data: Path, tmp: Path):
 def variants(task, model_dir: Path, tmp: Path, data: Path):
     """``(name, model, autocast precision)`` for every column of the table."""
     from bertkit.inference.export import OrtModel, export_onnx
-    from bertkit.inference.int8 import quantize_int8
+    from bertkit.modeldir.int8 import quantize_int8
 
     model = task.build_model(model_dir)
     yield "fp32", model, "fp32"
@@ -74,9 +74,9 @@ def variants(task, model_dir: Path, tmp: Path, data: Path):
 
 def evaluate(name: str, model_dir: Path, data: Path, batch_size: int) -> dict:
     from bertkit.checkpoint import load_tokenizer
+    from bertkit.finetuning.evaluate import evaluate_sets, load_eval_sets
+    from bertkit.modeldir.entry import saved_task_options
     from bertkit.tasks import get_task
-    from bertkit.tasks.base import saved_task_options
-    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets
 
     saved_name, options = saved_task_options(model_dir)
     task = get_task(saved_name or name, **options)

@@ -61,8 +61,8 @@ import torch
 from bertkit.checkpoint import save_pretrained
 from bertkit.config import BertConfig
 from bertkit.inference import length_batches
-from bertkit.inference.int8 import quantize_int8
 from bertkit.model import BertForSequenceClassification, BertModel
+from bertkit.modeldir.int8 import quantize_int8
 from bertkit.precision import autocast
 
 PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "ort fp32", "ort int8", "hf fp32",

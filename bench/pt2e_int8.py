@@ -3,7 +3,7 @@
 Export (``torch.export``), ``X86InductorQuantizer`` (static per-channel weights, activations
 calibrated on 4 random batches), ``prepare_pt2e`` / ``convert_pt2e`` from ``torchao``, then
 ``torch.compile`` (inductor, ``freezing=True``); against bertkit fp32 (eager and compiled)
-and ``bertkit.inference.int8`` in eager mode. A randomly initialised sequence classifier of
+and ``bertkit.modeldir.int8`` in eager mode. A randomly initialised sequence classifier of
 the preset; no attention mask is passed (bertkit's key-padding branch does not export), so
 use fixed-length batches. Needs ``pip install torchao`` (bench-only); prints the time per
 batch of each route (best of ``--rounds`` interleaved rounds) and the logits' distance to fp32.
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
     import torch._inductor.config as inductor
 
     from bertkit.config import BertConfig
-    from bertkit.inference.int8 import quantize_int8
     from bertkit.model import BertForSequenceClassification
+    from bertkit.modeldir.int8 import quantize_int8
 
     warnings.filterwarnings("ignore")
     inductor.freezing = True

@@ -193,10 +193,10 @@ def shaped_model(shape: str, where: Path, vocab: str, data: str) -> str:
 
     from bertkit.checkpoint import save_pretrained
     from bertkit.config import BertConfig
+    from bertkit.finetuning.config import FinetuneConfig
+    from bertkit.finetuning.loop import finetune
     from bertkit.model import BertModel
     from bertkit.tasks import get_task
-    from bertkit.tasks.finetune import finetune
-    from bertkit.tasks.finetune_config import FinetuneConfig
     from bertkit.tokenizer import BertTokenizer
 
     tokenizer = BertTokenizer.from_file(vocab, lowercase=True)
@@ -397,7 +397,7 @@ def main(argv=None) -> int:
 
         import numpy as np
 
-        from bertkit.st_layout import write_st_layout
+        from bertkit.modeldir.st_layout import write_st_layout
 
         embed_scratch = tempfile.TemporaryDirectory(prefix="bench-serve-st-")
         args.embed_model = str(Path(embed_scratch.name) / "model")

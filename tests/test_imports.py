@@ -65,6 +65,17 @@ def test_no_import_runs_up_a_layer():
     assert upward == []
 
 
+def test_serving_stands_on_tasks_not_on_the_jobs_done_with_them():
+    """The inference engine and the server import no fine-tuning job (loop, grid, run
+    directories, distillation, pruning): what a task is lives in tasks/, what is done with it
+    in finetuning/."""
+    graph = import_graph()
+    leaks = [(a, b) for a, targets in graph.items() for b in targets
+             if part(a) in ("inference", "serve") and part(b) == "finetuning"]
+    assert leaks == []
+    assert not any(part(m) == "tasks" and part(b) == "finetuning" for m, t in graph.items() for b in t)
+
+
 def test_no_import_cycle():
     graph = import_graph()
     index: dict[str, int] = {}

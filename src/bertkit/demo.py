@@ -38,13 +38,14 @@ def _write_jsonl(rows: list[dict], path: Path) -> None:
 def run_demo(out_dir: str | Path = "demo_out", vocab_size: int = 8000, steps: int = 1000,
              model_size: str = "tiny", finetune_epochs: int = 3) -> dict:
     """Run every stage; returns the fine-tuning dev metrics."""
+    from bertkit.finetuning.config import FinetuneConfig
+    from bertkit.finetuning.loop import finetune
     from bertkit.inference import load
     from bertkit.plot import plot_run
     from bertkit.pretraining.create import CreationSettings, create_pretraining_data
     from bertkit.pretraining.train import pretrain
     from bertkit.pretraining.train_config import PretrainConfig
     from bertkit.tasks import get_task
-    from bertkit.tasks.finetune import FinetuneConfig, finetune
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ Names (:data:`PRECISIONS`):
   softmax in fp32 (so one loaded model serves fp32 and bf16);
 * ``fp16`` - autocast in float16, on a CUDA device only (training adds a gradient scaler);
 * ``int8`` - inference only, on the CPU: every linear layer of the encoder and the heads runs
-  as a dynamically quantised INT8 layer (:mod:`bertkit.inference.int8`);
+  as a dynamically quantised INT8 layer (:mod:`bertkit.modeldir.int8`);
 * ``auto`` - the rule below.
 
 ``auto``: on a GPU, bf16 where it supports bf16, else fp16; on the CPU, bf16 where the

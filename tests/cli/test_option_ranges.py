@@ -93,7 +93,7 @@ def test_bad_option_values_stop_at_parsing_naming_the_option_and_range(command, 
 
 
 def test_finetune_refuses_a_max_seq_length_beyond_the_models_positions(tmp_path, capsys):
-    from tests.tasks.finetune_helpers import make_model, write_sst2
+    from tests.finetune_helpers import make_model, write_sst2
 
     model = make_model(tmp_path / "model")  # max_position_embeddings 64
     data = write_sst2(tmp_path / "data", train=8, dev=4)
@@ -133,9 +133,9 @@ def test_every_option_has_help_and_the_help_shows_defaults():
 
 def _job_configs():
     """command -> (its CLI module, the config dataclasses whose fields are its flags)."""
+    from bertkit.finetuning.config import DistillConfig, FinetuneConfig, PruneConfig
+    from bertkit.finetuning.downstream import DownstreamConfig
     from bertkit.pretraining.data_config import CreationSettings
-    from bertkit.tasks.downstream import DownstreamConfig
-    from bertkit.tasks.finetune_config import DistillConfig, FinetuneConfig, PruneConfig
 
     return {"prune": ("prune", [PruneConfig]),
             "distill": ("distill", [DistillConfig, FinetuneConfig]),
@@ -187,10 +187,10 @@ def test_jobs_take_the_fine_tuning_declarations_and_ranges_name_the_option(tmp_p
     """DownstreamConfig and PruneConfig hold FinetuneConfig's declarations, not copies; a filled
     config out of range is refused naming the option."""
     from bertkit.errors import BertkitError
+    from bertkit.finetuning.config import DistillConfig, FinetuneConfig, PruneConfig
+    from bertkit.finetuning.downstream import DownstreamConfig
+    from bertkit.finetuning.prune import prune
     from bertkit.pretraining.data_config import CreationSettings, MaskingConfig
-    from bertkit.tasks.downstream import DownstreamConfig
-    from bertkit.tasks.finetune_config import DistillConfig, FinetuneConfig, PruneConfig
-    from bertkit.tasks.prune import prune
 
     finetune = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
     shared = {DownstreamConfig: {"epochs": "epochs", "batch_size": "batch", "device": "device",

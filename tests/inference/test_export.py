@@ -9,7 +9,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from bertkit.inference.export import OrtModel, export_onnx, output_names  # noqa: E402
-from bertkit.inference.int8 import load_model  # noqa: E402
+from bertkit.modeldir.int8 import load_model  # noqa: E402
 from tests.task_models import make_task_model  # noqa: E402
 
 

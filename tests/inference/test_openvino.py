@@ -12,7 +12,7 @@ pytest.importorskip("onnx")
 from bertkit.checkpoint import load_tokenizer  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
 from bertkit.inference import openvino as bov  # noqa: E402
-from bertkit.inference.int8 import load_model  # noqa: E402
+from bertkit.modeldir.int8 import load_model  # noqa: E402
 from tests.task_models import make_task_model  # noqa: E402
 
 from .test_export import batch  # noqa: E402

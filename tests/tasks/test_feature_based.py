@@ -8,14 +8,15 @@ import torch
 from bertkit.checkpoint import load_pretrained
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
 from bertkit.model import BertModel
 from bertkit.runlog import RunLogger
 from bertkit.tasks import get_task
 from bertkit.tasks.feature_based import FeatureBasedTagger, build_feature_based, parse_layers
-from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.training import build_optimizer
+from tests.finetune_helpers import make_model
 
-from .finetune_helpers import make_model
 from .test_ner import one_thread, write_toy_conll
 
 CFG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
@@ -106,8 +107,8 @@ def test_feature_based_run_learns_with_a_frozen_encoder(fb_run):
 
 
 def test_saved_feature_based_model_reloads_from_its_options(fb_run):
-    from bertkit.tasks.base import saved_task_options
-    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets
+    from bertkit.finetuning.evaluate import evaluate_sets, load_eval_sets
+    from bertkit.modeldir.entry import saved_task_options
     from bertkit.tokenizer import BertTokenizer
 
     model_dir, data, out, best = fb_run

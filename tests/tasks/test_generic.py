@@ -11,11 +11,11 @@ import pytest
 
 from bertkit.cli.main import main
 from bertkit.errors import BertkitError, CheckpointError, DataFormatError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
+from bertkit.modeldir.entry import saved_task_options
 from bertkit.tasks import get_task
-from bertkit.tasks.base import saved_task_options
-from bertkit.tasks.finetune import FinetuneConfig, finetune
-
-from .finetune_helpers import FAST, NOISE, make_model, one_thread, sentence, toy_rows  # noqa: F401
+from tests.finetune_helpers import FAST, NOISE, make_model, one_thread, sentence, toy_rows  # noqa: F401
 
 
 @pytest.fixture(scope="module")

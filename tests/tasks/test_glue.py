@@ -11,8 +11,7 @@ from bertkit.cli.main import main
 from bertkit.errors import DataFormatError
 from bertkit.tasks import TASKS, get_task
 from bertkit.tokenizer import BertTokenizer
-
-from .finetune_helpers import make_model, one_thread, toy_rows, write_sst2  # noqa: F401
+from tests.finetune_helpers import make_model, one_thread, toy_rows, write_sst2  # noqa: F401
 
 GLUE = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "mnli-mm", "qnli", "rte", "wnli"]
 

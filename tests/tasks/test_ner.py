@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from bertkit.cpu import torch_threads
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
 from bertkit.runlog import RunLogger
 from bertkit.tasks import get_task
-from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.tasks.tagging import featurize_tagging, label_list, word_predictions
 from bertkit.tokenizer import BertTokenizer
-
-from .finetune_helpers import make_model
+from tests.finetune_helpers import make_model
 
 # toy NER: he/she are persons, store/cafe locations, "hello world" an organisation
 ENTITIES = [(["he"], "PER"), (["she"], "PER"), (["store"], "LOC"), (["cafe"], "LOC"),
@@ -153,7 +153,7 @@ def test_toy_ner_run_learns_entities_from_iob1_files(ner_run):
 
 
 def test_saved_ner_model_reloads_with_same_scores(ner_run, tmp_path):
-    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets
+    from bertkit.finetuning.evaluate import evaluate_sets, load_eval_sets
 
     task, data, out, best = ner_run
     fresh = get_task("conll2003")

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from bertkit.errors import BertkitError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
 from bertkit.runlog import RunLogger
 from bertkit.tasks import get_task
-from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.tasks.formats import SquadAnswer, SquadExample
 from bertkit.tasks.squad_features import (
     answer_token_span,
@@ -22,8 +23,8 @@ from bertkit.tasks.squad_features import (
 )
 from bertkit.tasks.squad_postprocess import postprocess_squad, write_prediction_files
 from bertkit.tokenizer import BertTokenizer
+from tests.finetune_helpers import VOCAB, make_model
 
-from .finetune_helpers import VOCAB, make_model
 from .test_ner import one_thread
 
 CONTEXT = "the man went to the store . he was good . she was bad . the day was quick ."

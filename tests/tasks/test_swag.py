@@ -10,11 +10,11 @@ import pytest
 
 from bertkit.cli.main import main
 from bertkit.errors import DataFormatError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
 from bertkit.tasks import get_task
-from bertkit.tasks.finetune import FinetuneConfig, finetune
 from bertkit.tokenizer import BertTokenizer
-
-from .finetune_helpers import FAST, make_model, one_thread, write_swag  # noqa: F401
+from tests.finetune_helpers import FAST, make_model, one_thread, write_swag  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from bertkit.tasks.windows import (
     sliding_windows,
 )
 from bertkit.tokenizer import BertTokenizer
-from tests.tasks.finetune_helpers import NOISE, make_model
+from tests.finetune_helpers import NOISE, make_model
 
 
 @pytest.mark.parametrize("n, window, stride", [(0, 5, 2), (1, 5, 2), (5, 5, 2), (6, 5, 2),
@@ -84,7 +84,7 @@ def tok(model_dir):
 
 
 def _logits(model, feats):
-    from bertkit.tasks.finetune import run_model
+    from bertkit.inference.features import run_model
 
     task = get_task("sst2")
     return run_model(task, model, feats, 8)
@@ -255,8 +255,8 @@ def test_a_stride_not_smaller_than_the_window_is_a_clear_cli_error(command, tmp_
     import json
 
     from bertkit.cli.main import main
+    from tests.finetune_helpers import write_sst2
     from tests.task_models import make_task_model
-    from tests.tasks.finetune_helpers import write_sst2
 
     model = make_task_model(tmp_path, "sst2")  # fine-tuned at max_seq_length 48: windows of 46
     data = write_sst2(tmp_path / "data")

@@ -1,5 +1,5 @@
 """The process-group helpers outside torchrun, and what rank 0's error becomes on the others
-(under torchrun: tests/tasks/test_finetune_distributed.py)."""
+(under torchrun: tests/finetuning/test_finetune_distributed.py)."""
 
 import errno
 

@@ -1,7 +1,7 @@
 """``bertkit distill TASK --teacher DIR --student DIR|PRESET --data DIR --out DIR``.
 
-The distillation flags come from :class:`~bertkit.tasks.finetune_config.DistillConfig`'s
-fields and the fine-tuning flags from :class:`~bertkit.tasks.finetune_config.FinetuneConfig`'s
+The distillation flags come from :class:`~bertkit.finetuning.config.DistillConfig`'s
+fields and the fine-tuning flags from :class:`~bertkit.finetuning.config.FinetuneConfig`'s
 (:func:`bertkit.options.add_options`), so every setting of ``finetune`` exists here with the
 same name, default and range.
 """
@@ -12,8 +12,8 @@ import argparse
 
 from bertkit.cli.long_text import add_long_text_arguments, check_window_flags
 from bertkit.cli.parsing import add_progress_flag
+from bertkit.finetuning.config import DistillConfig, FinetuneConfig
 from bertkit.options import add_options, bounded, options_from_args
-from bertkit.tasks.finetune_config import DistillConfig, FinetuneConfig
 
 _NOT_FLAGS = ("grid", "progress")
 
@@ -44,9 +44,9 @@ def register(subparsers) -> None:
 
 def run_distill(args: argparse.Namespace) -> int:
     from bertkit.cli.finetune import _plain_warnings
+    from bertkit.finetuning.distill import distill
+    from bertkit.finetuning.loop import format_table, parse_grid
     from bertkit.tasks import canonical_name, get_task
-    from bertkit.tasks.distill import distill
-    from bertkit.tasks.finetune import format_table, parse_grid
     from bertkit.tasks.task_options import task_options_from
 
     options = task_options_from(args)  # the long-text flags and -o KEY=VALUE

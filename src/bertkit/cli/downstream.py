@@ -1,7 +1,7 @@
 """``bertkit downstream MODEL_DIR``: fine-tune a model on GLUE tasks with a small grid and
-print one table (see :mod:`bertkit.tasks.downstream`).
+print one table (see :mod:`bertkit.finetuning.downstream`).
 
-Every :class:`~bertkit.tasks.downstream.DownstreamConfig` field is a flag (``--lrs``,
+Every :class:`~bertkit.finetuning.downstream.DownstreamConfig` field is a flag (``--lrs``,
 ``--random-init/--no-random-init``, ...); list fields take comma-separated values
 (:mod:`bertkit.options`).
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
+    from bertkit.finetuning.downstream import DownstreamConfig
     from bertkit.options import add_options, comma_list
-    from bertkit.tasks.downstream import DownstreamConfig
 
     p = subparsers.add_parser(
         "downstream", help="fine-tune a model on GLUE tasks (grid of lrs x seeds), one table",
@@ -42,15 +42,15 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
+    from bertkit.finetuning.downstream import DownstreamConfig
     from bertkit.options import options_from_args
-    from bertkit.tasks.downstream import DownstreamConfig
 
     return DownstreamConfig(**options_from_args(DownstreamConfig, args)).validate()
 
 
 def run_downstream(args: argparse.Namespace) -> int:
     from bertkit.cli.finetune import _plain_warnings
-    from bertkit.tasks.downstream import CHART_FILE, RESULTS_FILE, downstream, format_results
+    from bertkit.finetuning.downstream import CHART_FILE, RESULTS_FILE, downstream, format_results
 
     cfg = config_from_args(args)
     with _plain_warnings():  # truncation notes as one line each
@@ -63,7 +63,7 @@ def run_downstream(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     from bertkit.errors import BertkitError
-    from bertkit.tasks.downstream import format_comparison, load_results, plot_comparison
+    from bertkit.finetuning.downstream import format_comparison, load_results, plot_comparison
 
     folders = [Path(r).resolve() for r in args.runs]
     twice = sorted({r for r, f in zip(args.runs, folders) if folders.count(f) > 1})

@@ -19,11 +19,11 @@ import warnings
 from bertkit.cli.long_text import check_window_flags
 from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
 from bertkit.errors import BertkitError
+from bertkit.finetuning.config import FinetuneConfig
 from bertkit.options import add_options, bounded, options_from_args
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 from bertkit.precision import INFERENCE_DEFAULT
-from bertkit.tasks.finetune_config import FinetuneConfig
 from bertkit.tasks.task_options import GROUPS, TaskOptions, task_options_from
 
 # FinetuneConfig fields that are not plain ``finetune`` flags: the grid has its own syntax,
@@ -51,7 +51,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
     add_options(parser, FinetuneConfig, only=("max_seq_length",), resolved={"max_seq_length": (
         "the fine-tuned model's, else the task's: 128, SQuAD 384" if inference
         else "the task's: 128, SQuAD 384, at most the model's positions")})
-    if inference:  # evaluate / predict also run INT8 (bertkit.inference.int8), training does not
+    if inference:  # evaluate / predict also run INT8 (bertkit.modeldir.int8), training does not
         add_options(parser, FinetuneConfig, only=("device",))
         parser.add_argument("--precision", default=INFERENCE_DEFAULT, choices=INFERENCE_PRECISIONS,
                             help=f"autocast precision ({PRECISION_HELP}); int8: dynamic "
@@ -123,12 +123,11 @@ def _plain_warnings():
 
 
 def _setup(args, for_training: bool):
-    """(task, tokenizer, saved finetune entry) for the command's model and task."""
+    """(task, saved finetune entry) for the command's model and task."""
     import torch
 
-    from bertkit.checkpoint import load_tokenizer
+    from bertkit.modeldir.entry import FINETUNE_KEY, read_model_config, saved_task_options
     from bertkit.tasks import canonical_name, get_task
-    from bertkit.tasks.base import FINETUNE_KEY, read_model_config, saved_task_options
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -143,8 +142,7 @@ def _setup(args, for_training: bool):
     task = get_task(name, **task_options_from(args, saved if trained_on == name and not for_training
                                               else None))
     check_window_flags(args, task.options)
-    tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
-    return task, tokenizer, entry
+    return task, entry
 
 
 def _train_max_len(args, task) -> int:
@@ -159,19 +157,23 @@ def _max_len(args, entry: dict, task=None) -> int:
     """``--max-seq-length``, else the model's saved one, else the task's default (128; SQuAD
     384), capped at the model's positions: :func:`~bertkit.tasks.base.resolve_max_seq_length`."""
     from bertkit.checkpoint import load_config
-    from bertkit.tasks.base import resolve_max_seq_length
+    from bertkit.modeldir.entry import resolve_max_seq_length
 
     positions = load_config(args.model).max_position_embeddings
-    return resolve_max_seq_length(args.max_seq_length, entry, task, positions)
+    return resolve_max_seq_length(args.max_seq_length, entry, task.default_max_seq_length if task else None,
+                                  positions)
 
 
 # ------------------------------------------------------------------ handlers
 def run_finetune(args) -> int:
     """Handler of ``finetune``: prints the grid table and where the best model went."""
-    from bertkit.tasks.finetune import finetune, format_table, parse_grid
+    from bertkit.finetuning.loop import finetune, format_table, parse_grid
 
     with _plain_warnings():
-        task, tokenizer, _ = _setup(args, for_training=True)
+        from bertkit.checkpoint import load_tokenizer
+
+        task, _ = _setup(args, for_training=True)
+        tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
         cfg = FinetuneConfig(**{
             **options_from_args(FinetuneConfig, args),  # every flag FinetuneConfig declares
             "grid": parse_grid(args.grid) if args.grid is not None else None,
@@ -188,34 +190,19 @@ def run_finetune(args) -> int:
     return 0
 
 
-def _load_model(task, args):
-    from bertkit.inference.int8 import is_int8_dir, load_model
-
-    if is_int8_dir(args.model):  # written by `bertkit quantize`: no float weights to build from
-        return load_model(args.model, precision="int8")
-    return task.build_model(args.model)
-
-
 def _setup_trained(args):
-    """(task, tokenizer, saved entry, model on its device, device, precision) of a trained
-    model, at the precision every inference door resolves (:func:`bertkit.inference.engine.
-    inference_precision`: ``predict``/``evaluate`` answer as ``load()`` and ``serve`` do)."""
-    from bertkit import cpu
-    from bertkit.checkpoint import check_vocabulary
-    from bertkit.inference.engine import inference_precision
-    from bertkit.inference.int8 import prepare
-    from bertkit.tasks.run_dir import check_model
-    from bertkit.training.distributed import pick_device
+    """(task, saved entry, the model loaded by the inference engine) of a trained model: the
+    one loader every inference door uses (:func:`bertkit.inference.load`, here with the
+    command's task, whose head the model must have), so ``predict``/``evaluate`` run at the
+    precision ``load()`` and ``serve`` resolve and answer as they do."""
+    from bertkit.inference import load
+    from bertkit.modeldir.marker import check_model
 
-    task, tokenizer, entry = _setup(args, for_training=False)
+    task, entry = _setup(args, for_training=False)
     check_model(args.model, task)  # unfinished, no trained head, another task: warnings
-    device = pick_device(args.device)
-    precision, _ = inference_precision(args.precision, device, args.model)
-    with cpu.loading_for_inference(device.type == "cpu"):  # as inference.load
-        model = _load_model(task, args)
-        check_vocabulary(tokenizer, model.config.vocab_size, args.model)
-        model = prepare(model, precision)  # int8 quantises; its layers take fp32 activations
-    return task, tokenizer, entry, model.to(device), device, precision
+    bert = load(args.model, args.vocab, args.lowercase, device=args.device,
+                precision=args.precision, task=task)
+    return task, entry, bert
 
 
 def run_evaluate(args) -> int:
@@ -223,19 +210,20 @@ def run_evaluate(args) -> int:
     from pathlib import Path
 
     from bertkit.fileio import check_writable
-    from bertkit.tasks.finetune import evaluate_sets, load_eval_sets, write_predictions
+    from bertkit.finetuning.evaluate import load_eval_sets, score_sets, write_predictions
 
     if args.output:
         check_writable(args.output, "--output")
     if args.predictions:
         check_writable(args.predictions, "--predictions directory", directory=True)
     with _plain_warnings():
-        task, tokenizer, entry, model, device, precision = _setup_trained(args)
+        task, entry, bert = _setup_trained(args)
         results = {}
         for split in args.split or task.eval_splits():
-            sets = load_eval_sets(task, args.data, tokenizer, _max_len(args, entry, task), [split])
-            metrics, raw = evaluate_sets(task, model, sets, args.batch_size, device,
-                                         precision, args.progress)
+            sets = load_eval_sets(task, args.data, bert.tokenizer, _max_len(args, entry, task), [split])
+            raw = [bert.run_features(task, s.features, args.batch_size, args.progress, desc=f"eval {s.split}")
+                   for s in sets]
+            metrics = score_sets(task, sets, raw)
             results[split] = metrics
             print(f"{split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
             for finding in task.findings(metrics, saved=True):
@@ -254,21 +242,20 @@ def run_evaluate(args) -> int:
 def run_predict(args) -> int:
     """Handler of ``predict``: one output record per input record, input fields kept."""
     from bertkit.fileio import atomic_write, check_not_input, check_writable
-    from bertkit.tasks.finetune import featurize, run_model
+    from bertkit.tasks.base import featurize
     from bertkit.tasks.formats.base import iter_jsonl
 
     check_writable(args.output, "--output")
     check_not_input(args.output, args.input)
 
     with _plain_warnings():
-        task, tokenizer, entry, model, device, precision = _setup_trained(args)
+        task, entry, bert = _setup_trained(args)
         records = [record for _, record in iter_jsonl(args.input)]
         if not records:
             raise BertkitError(f"{args.input}: no input records")
         examples = task.read_input(args.input)
-        features = featurize(task, examples, tokenizer, _max_len(args, entry, task), False, "input")
-        outputs = run_model(task, model, features, args.batch_size, device, precision,
-                            args.progress, desc="predict")
+        features = featurize(task, examples, bert.tokenizer, _max_len(args, entry, task), False, "input")
+        outputs = bert.run_features(task, features, args.batch_size, args.progress, desc="predict")
         predictions = task.predict(examples, features, outputs)
         if len(predictions) != len(records):
             raise BertkitError(f"{args.input}: {len(records)} records but {len(predictions)} "

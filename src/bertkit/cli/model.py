@@ -80,7 +80,7 @@ def register(subparsers) -> None:
 
 def _load(args):
     from bertkit.inference import load
-    from bertkit.tasks.run_dir import check_model
+    from bertkit.modeldir.marker import check_model
 
     check_model(args.model)
 

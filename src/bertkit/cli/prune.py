@@ -1,6 +1,6 @@
 """``bertkit prune MODEL_DIR --data DIR --task TASK --heads FRACTION|COUNT --out DIR``.
 
-Every :class:`~bertkit.tasks.finetune_config.PruneConfig` field is a flag
+Every :class:`~bertkit.finetuning.config.PruneConfig` field is a flag
 (:func:`bertkit.options.add_options`); ``--max-seq-length`` defaults to the fine-tuned model's.
 """
 
@@ -10,8 +10,8 @@ import argparse
 import json
 
 from bertkit.cli.parsing import add_progress_flag
+from bertkit.finetuning.config import PruneConfig
 from bertkit.options import add_options, bounded, options_from_args
-from bertkit.tasks.finetune_config import PruneConfig
 
 
 def register(subparsers) -> None:
@@ -35,9 +35,9 @@ def register(subparsers) -> None:
 def run_prune(args: argparse.Namespace) -> int:
     from bertkit.checkpoint import load_tokenizer
     from bertkit.cli.finetune import _max_len, _plain_warnings
+    from bertkit.finetuning.prune import prune
+    from bertkit.modeldir.entry import finetune_entry
     from bertkit.tasks import canonical_name, get_task
-    from bertkit.tasks.base import finetune_entry
-    from bertkit.tasks.prune import prune
 
     if args.threads:
         import torch

@@ -83,7 +83,7 @@ def run_serve(args) -> int:
 
     if not (Path(args.model) / "config.json").is_file():
         raise BertkitError(f"{args.model}: not a model directory (no config.json)")
-    from bertkit.tasks.run_dir import check_model
+    from bertkit.modeldir.marker import check_model
 
     check_model(args.model)  # an unfinished run: warned on the console
     run(config)
@@ -92,8 +92,8 @@ def run_serve(args) -> int:
 
 def run_quantize(args) -> int:
     from bertkit.inference import load
-    from bertkit.inference.int8 import save_int8
-    from bertkit.tasks.run_dir import carry_unfinished_marker, check_model
+    from bertkit.modeldir.int8 import save_int8
+    from bertkit.modeldir.marker import carry_unfinished_marker, check_model
 
     check_model(args.model)
     bert = load(args.model, precision="int8")
@@ -105,7 +105,7 @@ def run_quantize(args) -> int:
 
 def run_st_layout(args) -> int:
     from bertkit.inference import load
-    from bertkit.st_layout import write_st_layout
+    from bertkit.modeldir.st_layout import write_st_layout
 
     bert = load(args.model)
     write_st_layout(args.model, args.pooling, bert.model.config.hidden_size, bert.max_length, args.normalize)
@@ -118,7 +118,7 @@ def run_export(args) -> int:
 
     from bertkit.fileio import check_writable
     from bertkit.inference.export import export_onnx
-    from bertkit.tasks.run_dir import check_model
+    from bertkit.modeldir.marker import check_model
 
     check_writable(args.out, "--out ONNX file")  # before the export runs
     check_model(args.model)
@@ -134,8 +134,8 @@ def run_export(args) -> int:
 def run_attention(args) -> int:
     from bertkit.inference import load
     from bertkit.inference.heads import InputError
+    from bertkit.modeldir.marker import check_model
     from bertkit.plot import plot_attention
-    from bertkit.tasks.run_dir import check_model
 
     check_model(args.model)
     bert = load(args.model, precision=args.precision)

@@ -5,7 +5,7 @@
   + tokenizer at a precision; fill-mask, embeddings, batching);
 * :mod:`~bertkit.inference.heads` - task answers on raw text, planned in rows a server can
   batch across requests, each head decoded by its task family's own decoder;
-* :mod:`~bertkit.inference.int8` - INT8 quantisation and INT8 model directories;
+* :mod:`~bertkit.modeldir.int8` - INT8 quantisation and INT8 model directories;
 * :mod:`~bertkit.inference.export` - ONNX export and the ONNX Runtime model;
 * :mod:`~bertkit.inference.windows` - embeddings of texts longer than the model's limit.
 

@@ -26,11 +26,13 @@ import torch
 from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.inference.features import run_model
 from bertkit.inference.heads import TaskInference, pool_features
-from bertkit.inference.int8 import load_model, prepare
 from bertkit.model import BertModel, BertPreTrainedModel
+from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
+from bertkit.modeldir.int8 import load_model, prepare
 from bertkit.precision import INFERENCE, INFERENCE_DEFAULT, autocast, from_dtype, resolve
-from bertkit.tasks.base import finetune_entry, resolve_max_seq_length
+from bertkit.tasks.base import FeatureSet, Task
 from bertkit.training.distributed import pick_device
 from bertkit.training.sampler import length_batches
 
@@ -42,7 +44,7 @@ COMBINES = ("concat", "sum")
 
 class BertInference(TaskInference):
     """A loaded model + tokenizer, on a device, at a precision (:mod:`bertkit.precision`:
-    ``auto`` resolved at construction; int8: :mod:`bertkit.inference.int8`), in eval mode. Task predictions on raw text
+    ``auto`` resolved at construction; int8: :mod:`bertkit.modeldir.int8`), in eval mode. Task predictions on raw text
     (``predict``, the server's plans) come from :class:`~bertkit.inference.heads.TaskInference`.
     """
 
@@ -69,13 +71,21 @@ class BertInference(TaskInference):
         self.tokenizer = tokenizer
         self.source = source
         self.max_positions = model.config.max_position_embeddings
-        self.max_length = resolve_max_seq_length(None, finetune_entry(model.config), self.family(),
+        family = self.family()
+        self.max_length = resolve_max_seq_length(None, finetune_entry(model.config),
+                                                 family.default_max_seq_length if family else None,
                                                  self.max_positions)
         self.long_text = self.long_text_choice()  # predict's default: the model's saved choice
 
     @property
     def encoder(self) -> BertModel:
         return self.model.encoder_model()
+
+    def run_features(self, task: Task, features: FeatureSet, batch_size: int = 32,
+                     progress: bool | None = None, desc: str = "predict") -> dict[str, list[np.ndarray]]:
+        """``task``'s outputs for prepared ``features`` (a :class:`FeatureSet` of its
+        ``featurize``), at this engine's device and precision: :func:`run_model`."""
+        return run_model(task, self.model, features, batch_size, self.device, self.precision, progress, desc)
 
     # ------------------------------------------------------------------ encoding
     def encode(self, texts, pairs=None, max_length=None, on_overflow="truncate"):
@@ -242,13 +252,16 @@ def load(
     dtype: str | None = None,
     model_class: type[BertPreTrainedModel] | None = None,
     precision: str = INFERENCE_DEFAULT,
+    task: Task | None = None,
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
-    :func:`bertkit.inference.int8.save_int8`) ready for fill-mask / embed / predict at
+    :func:`bertkit.modeldir.int8.save_int8`) ready for fill-mask / embed / predict at
     ``precision`` (:data:`bertkit.precision.INFERENCE`: ``fp32``, ``bf16``, ``fp16`` on CUDA,
     ``int8`` on the CPU, or ``auto``, the default of every door: :func:`inference_precision`).
     ``dtype`` is the deprecated spelling of the precision (``float32``/``bfloat16``/``float16``;
-    a FutureWarning says which precision it means).
+    a FutureWarning says which precision it means). ``task``: the task the caller will run
+    (``bertkit evaluate``/``predict``): a float model is then built by ``task.build_model``,
+    with the task's head class and its labels checked against the checkpoint's head.
 
     On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
     oneDNN's primitive cache is bounded (unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set;
@@ -263,7 +276,10 @@ def load(
     target = pick_device(device)
     precision, why = inference_precision(precision, target, model_dir)
     with cpu.loading_for_inference(target.type == "cpu"):
-        model = load_model(model_dir, model_class, precision)
+        if task is not None and precision != "int8":
+            model = task.build_model(model_dir)
+        else:
+            model = load_model(model_dir, model_class or getattr(task, "model_class", None), precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase)
     bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
     bert.precision_reason = why
@@ -281,7 +297,7 @@ def inference_precision(precision: str, device: torch.device | str, model_dir: s
     :func:`bertkit.precision.resolve` for the model's width (``auto``: bf16 only where the
     CPU computes it natively and the model is wide enough to gain from it)."""
     from bertkit.checkpoint import load_config
-    from bertkit.inference.int8 import is_int8_dir
+    from bertkit.modeldir.int8 import is_int8_dir
 
     if is_int8_dir(model_dir) and precision in ("auto", "fp32"):
         return "int8", f"{precision}: the directory holds an INT8 model"

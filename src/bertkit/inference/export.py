@@ -78,7 +78,7 @@ def example_inputs(model: nn.Module) -> tuple[torch.Tensor, ...]:
 def export_onnx(model_dir: str | Path, out: str | Path, int8: bool = False, opset: int = 17) -> Path:
     """Export ``model_dir`` (a float model directory) to ``out``; returns ``out``."""
     from bertkit.fileio import atomic_path
-    from bertkit.inference.int8 import is_int8_dir, load_model
+    from bertkit.modeldir.int8 import is_int8_dir, load_model
 
     if is_int8_dir(model_dir):
         raise BertkitError(f"{model_dir} holds a PyTorch INT8 model; export the float model "

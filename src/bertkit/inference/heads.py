@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.modeldir.entry import saved_task_options
 from bertkit.precision import autocast
-from bertkit.tasks.base import saved_task_options
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
 TASK_OF_CLASS = {

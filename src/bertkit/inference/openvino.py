@@ -248,7 +248,7 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
     CPU rule: bf16 where native, else fp32; never int8). The converted model is written to
     ``out_dir`` (default: a temporary folder, removed with the returned object)."""
     from bertkit.checkpoint import load_tokenizer
-    from bertkit.inference.int8 import load_model
+    from bertkit.modeldir.int8 import load_model
     from bertkit.precision import resolve
 
     precision, reason = resolve(precision, "cpu", ("auto", "fp32", "bf16", "int8"))

@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from bertkit.cpu import torch_threads
 from bertkit.errors import BertkitError
 from bertkit.inference.heads import InputError, Plan
+from bertkit.modeldir.st_layout import read_st_pooling
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
 from bertkit.serve.config import ServeConfig
@@ -50,7 +51,6 @@ from bertkit.serve.inputs import (
     predict_items,
 )
 from bertkit.serve.metrics import CONTENT_TYPE, Metrics
-from bertkit.st_layout import read_st_pooling
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"

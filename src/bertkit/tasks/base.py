@@ -1,6 +1,6 @@
 """The task interface every fine-tuning family implements (GLUE, generic, SWAG, NER, SQuAD).
 
-A :class:`Task` knows its data and its head; the one loop in :mod:`bertkit.tasks.finetune`
+A :class:`Task` knows its data and its head; the one loop in :mod:`bertkit.finetuning.loop`
 knows nothing task-specific. The loop calls, in order::
 
     task = create_task("sst2", **options)              # via bertkit.tasks.TASKS
@@ -50,9 +50,8 @@ Contract details:
 
 from __future__ import annotations
 
-import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,21 +61,18 @@ import torch
 
 from bertkit.config import IGNORE_INDEX
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.modeldir.entry import DEFAULT_MAX_SEQ_LENGTH, FINETUNE_KEY, read_model_config
+from bertkit.runlog import RunLogger
 
 __all__ = [
     "IGNORE_INDEX",
     "FeatureSet",
     "Task",
     "check_head",
-    "finetune_entry",
+    "featurize",
     "label_maps",
-    "read_model_config",
-    "resolve_max_seq_length",
-    "saved_task_options",
 ]
 
-FINETUNE_KEY = "bertkit_finetune"
-DEFAULT_MAX_SEQ_LENGTH = 128  # a task family's token limit unless it has its own (SQuAD: 384)
 
 
 @dataclass
@@ -132,52 +128,12 @@ def label_maps(labels: Sequence[str]) -> dict[str, dict]:
             "label2id": {name: i for i, name in enumerate(labels)}}
 
 
-def read_model_config(model_dir: str | Path) -> dict:
-    path = Path(model_dir) / "config.json"
-    if not path.is_file():
-        raise CheckpointError(f"{model_dir}: not a model directory (no config.json)")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
-def finetune_entry(source: Any) -> dict:
-    """The ``bertkit_finetune`` entry (task, options, max_seq_length, ...) of a model: ``source``
-    is a model directory, a ``config.json`` mapping, or a loaded model's config (its ``extra``
-    fields); ``{}`` for a model never fine-tuned by bertkit."""
-    if isinstance(source, Mapping):
-        config = source
-    elif hasattr(source, "extra"):
-        config = source.extra
-    else:
-        config = read_model_config(source)
-    return dict(config.get(FINETUNE_KEY) or {})
 
 
-def saved_task_options(source: Any) -> tuple[str | None, dict]:
-    """The task name and options a fine-tuned model was trained with (``(None, {})`` for a
-    model that was never fine-tuned by bertkit); ``source`` as :func:`finetune_entry`."""
-    entry = finetune_entry(source)
-    return entry.get("task"), dict(entry.get("options") or {})
 
 
-def resolve_max_seq_length(given: int | None, entry: Mapping, task: Task | None,
-                           max_positions: int | None) -> int:
-    """The one rule for an input's token limit: ``given`` (a flag; checked against the
-    positions where it is read), else the model's saved ``max_seq_length`` (``entry``: its
-    :func:`finetune_entry`), else the task family's default (``default_max_seq_length``:
-    128, SQuAD 384), else (no task) the model's limit; a saved or default value never exceeds
-    ``max_positions``."""
-    if given:
-        return int(given)
-    if entry.get("max_seq_length"):
-        length = int(entry["max_seq_length"])
-    elif task is not None:
-        length = int(task.default_max_seq_length)
-    elif max_positions:
-        return int(max_positions)
-    else:
-        length = DEFAULT_MAX_SEQ_LENGTH
-    return min(length, int(max_positions)) if max_positions else length
 
 
 def _head_rows(model_dir: str | Path, tensor_names: Sequence[str]) -> int | None:
@@ -350,3 +306,20 @@ class Task:
             raise BertkitError(f"{where}{self.name}: unknown label {label!r}; "
                                f"expected one of {', '.join(map(repr, self.labels or []))}")
         return self.labels.index(label)
+
+
+def featurize(task: Task, examples, tokenizer, max_seq_length: int, train: bool, split: str,
+              logger: RunLogger | None = None) -> FeatureSet:
+    """``task.featurize`` plus the truncation warning (and a log record)."""
+    if not examples:
+        raise BertkitError(f"{task.name}: the {split} split has no examples")
+    feats = task.featurize(examples, tokenizer, max_seq_length, train=train)
+    if feats.num_truncated:
+        share = feats.num_truncated / max(1, feats.num_examples)
+        message = (f"{split}: {feats.num_truncated} of {feats.num_examples} examples "
+                   f"({share:.1%}) were truncated to max_seq_length={max_seq_length}")
+        warnings.warn(message, stacklevel=2)
+        if logger:
+            logger.log(event="truncation", split=split, truncated=feats.num_truncated,
+                       examples=feats.num_examples, max_seq_length=max_seq_length)
+    return feats

@@ -194,7 +194,7 @@ class TokenTask(Task):
 
     # ------------------------------------------------------------ model
     def _adopt_saved_tagger(self, model_dir: str | Path) -> None:
-        from bertkit.tasks.base import FINETUNE_KEY, read_model_config
+        from bertkit.modeldir.entry import FINETUNE_KEY, read_model_config
 
         saved = (read_model_config(model_dir).get(FINETUNE_KEY) or {}).get("options") or {}
         if saved.get("feature_based"):

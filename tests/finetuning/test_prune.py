@@ -8,11 +8,11 @@ import pytest
 
 from bertkit.checkpoint import load_pretrained
 from bertkit.cli.main import main
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
 from bertkit.model.pruning import count_heads
 from bertkit.tasks import get_task
-from bertkit.tasks.finetune import FinetuneConfig, finetune
-
-from .finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
+from tests.finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ class FinetuneConfig:
 
 @dataclass
 class PruneConfig:
-    """Settings of one pruning job (:mod:`bertkit.tasks.prune`): what to remove and how to
+    """Settings of one pruning job (:mod:`bertkit.finetuning.prune`): what to remove and how to
     score it; the settings of the optional fine-tune afterwards are :class:`FinetuneConfig`'s."""
 
     heads: str = option("0.5", "heads to remove: a fraction in (0, 1) such as 0.5, or a count "
@@ -83,7 +83,7 @@ class PruneConfig:
 
 @dataclass
 class DistillConfig:
-    """The teacher, the student and the loss mix of :mod:`bertkit.tasks.distill`; the
+    """The teacher, the student and the loss mix of :mod:`bertkit.finetuning.distill`; the
     fine-tuning settings are a :class:`FinetuneConfig` passed beside it. ``extra``: entries
     added to the saved model's ``bertkit_distill`` record (not an option)."""
 

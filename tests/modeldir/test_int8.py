@@ -8,7 +8,7 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.inference import load
-from bertkit.inference.int8 import (
+from bertkit.modeldir.int8 import (
     INT8_ENGINE,
     INT8_FILE,
     int8_engine,
@@ -97,7 +97,7 @@ def test_int8_packs_for_its_engine_and_restores_the_process_setting(tmp_path, mo
 
 
 def test_few_rows_run_on_the_second_packing_with_the_same_weights(tmp_path, monkeypatch):
-    import bertkit.inference.int8 as int8
+    import bertkit.modeldir.int8 as int8
 
     quantized = torch.backends.quantized
     if not {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) or INT8_ENGINE == int8.SMALL_ENGINE:
@@ -141,7 +141,7 @@ def test_few_rows_run_on_the_second_packing_with_the_same_weights(tmp_path, monk
 
 
 def test_an_unknown_int8_engine_is_a_clear_error(monkeypatch):
-    import bertkit.inference.int8 as precision
+    import bertkit.modeldir.int8 as precision
 
     monkeypatch.setenv("BERTKIT_INT8_ENGINE", "nope")
     monkeypatch.setattr(precision, "INT8_ENGINE", "nope")
@@ -174,7 +174,7 @@ def test_api_precisions_agree_on_predictions(tmp_path):
 def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cpu_class):
     """fbgemm's copy takes up to 256 rows on the AVX2 EPYC, 16 on the AMX Xeon (where onednn
     runs on AMX): each class gets the threshold measured on it; the variable overrides."""
-    import bertkit.inference.int8 as int8
+    import bertkit.modeldir.int8 as int8
 
     monkeypatch.delenv("BERTKIT_INT8_SMALL_ROWS", raising=False)
     expected = {"avx2": 256, "amx": 16}[cpu_class]

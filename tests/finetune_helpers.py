@@ -92,3 +92,15 @@ def write_swag(path: Path, n: int, seed: int, labelled: bool = True) -> Path:
             row = [i, f"v{i}", 1000 + i, f"{sent1} {sent2}", sent1, sent2, "gold", *endings]
             writer.writerow(row + ([label] if labelled else []))
     return path
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A tiny random BERT directory (``make_model``), one per test module."""
+    return make_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def toy_dir(tmp_path_factory):
+    """A toy SST-2 folder (``write_sst2``), one per test module."""
+    return write_sst2(tmp_path_factory.mktemp("sst2"))

@@ -10,12 +10,13 @@ import torch
 from safetensors.torch import load_file
 
 from bertkit.errors import BertkitError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
+from bertkit.finetuning.run_dir import RunDir
+from bertkit.modeldir.marker import unfinished_note
 from bertkit.runlog import read_log
 from bertkit.tasks import get_task
-from bertkit.tasks.finetune import FinetuneConfig, finetune
-from bertkit.tasks.run_dir import RunDir, unfinished_note
-
-from .finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
+from tests.finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
 
 CFG = {**FAST, "epochs": 3, "grid": {"lr": [FAST.get("lr", 1e-3), 5e-4]}}
 
@@ -186,7 +187,7 @@ def test_trained_head_is_a_saved_flag_with_a_fallback_for_older_directories(unfi
                                                                             tmp_path):
     import shutil
 
-    from bertkit.tasks.run_dir import trained_head
+    from bertkit.modeldir.marker import trained_head
 
     task = get_task("sst2")
     entry = json.loads((unfinished / "config.json").read_text())["bertkit_finetune"]
@@ -206,7 +207,7 @@ def test_trained_head_is_a_saved_flag_with_a_fallback_for_older_directories(unfi
 
 
 def test_a_teacher_of_another_task_is_warned_about_or_refused(unfinished, toy_dir, tmp_path, capsys):
-    from bertkit.tasks.run_dir import check_model
+    from bertkit.modeldir.marker import check_model
 
     config = json.loads((unfinished / "config.json").read_text())
     with pytest.warns(UserWarning, match="fine-tuned on sst2, not cola"):

@@ -10,9 +10,8 @@ import pytest
 
 from bertkit.cli.main import main
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.tasks.downstream import DownstreamConfig, downstream, format_results
-
-from .finetune_helpers import make_model, one_thread, sentence, write_sst2  # noqa: F401
+from bertkit.finetuning.downstream import DownstreamConfig, downstream, format_results
+from tests.finetune_helpers import make_model, one_thread, sentence, write_sst2  # noqa: F401
 
 FAST = dict(lrs=(5e-3, 1e-3), seeds=(1, 2), epochs=4, batch_size=16, max_seq_length=32,
             progress=False)
@@ -172,7 +171,7 @@ def test_help_shows_list_defaults_as_typed(capsys):
 
 def test_mrpc_raw_layout_is_accepted(shared, tmp_path):
     """The shared MRPC folder holds the raw msr_paraphrase files: train and dev are found."""
-    from bertkit.tasks.downstream import check_tasks
+    from bertkit.finetuning.downstream import check_tasks
 
     glue = shared("glue")
     assert check_tasks(["mrpc", "STS-B"], glue) == ["mrpc", "stsb"]
@@ -206,7 +205,7 @@ def test_compare_downstream_table_chart_and_errors(finished, tmp_path, capsys):
 def test_a_nan_score_is_reported_not_a_crash():
     """A regression model that predicts one constant value has no correlation (NaN): the
     summary keeps it as NaN, picks another learning rate if one scored, never raises."""
-    from bertkit.tasks.downstream import _summary
+    from bertkit.finetuning.downstream import _summary
 
     def run(score):
         return {"best": {"metrics": {"spearman": score}, "seconds": 1.0}}
@@ -222,7 +221,7 @@ def test_a_nan_score_is_reported_not_a_crash():
 def test_compare_downstream_names_the_tasks_it_leaves_out():
     """Issue 25 #146: a task missing from one folder is named, and the averages are stated to
     be over the common tasks (dsref's own results.json average differs)."""
-    from bertkit.tasks.downstream import format_comparison
+    from bertkit.finetuning.downstream import format_comparison
 
     def results(**means):
         return {"tasks": {t: {"metric": "accuracy", "mean": m, "std": 0.0} for t, m in means.items()}}

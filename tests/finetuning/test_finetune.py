@@ -10,21 +10,15 @@ import numpy as np
 import pytest
 
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import PAPER_GRID, finetune, format_table, grid_points, parse_grid
+from bertkit.inference.features import run_model
+from bertkit.modeldir.entry import saved_task_options
 from bertkit.runlog import read_log
 from bertkit.tasks import get_task
-from bertkit.tasks.base import FeatureSet, saved_task_options
-from bertkit.tasks.finetune import (
-    PAPER_GRID,
-    FinetuneConfig,
-    finetune,
-    format_table,
-    grid_points,
-    length_batches,
-    parse_grid,
-    run_model,
-)
-
-from .finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
+from bertkit.tasks.base import FeatureSet
+from bertkit.training.sampler import length_batches
+from tests.finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +197,7 @@ def test_nan_outputs_are_refused_not_scored(trained, toy_dir):
     import torch
 
     from bertkit.checkpoint import load_tokenizer
-    from bertkit.tasks.finetune import featurize
+    from bertkit.tasks.base import featurize
 
     out, _, _ = trained
     task = get_task("sst2")

@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
 from bertkit.tasks import get_task
-from bertkit.tasks.finetune import FinetuneConfig, finetune
-
-from .finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
+from tests.finetune_helpers import FAST, make_model, one_thread, write_sst2  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ from safetensors.torch import load_file
 
 from bertkit.cli.main import main
 from bertkit.runlog import read_log
+from tests.finetune_helpers import make_model, write_sst2
+from tests.tasks.test_ner import write_toy_conll
+from tests.tasks.test_squad import toy_squad
 
 from ..torchrun_helpers import Launch, launches, torchrun_env, torchrun_path
-from .finetune_helpers import make_model, write_sst2
-from .test_ner import write_toy_conll
-from .test_squad import toy_squad
 
 # sizes chosen so that the last training batch (global 8) holds 1 example: one of its two
 # slots is empty (a weight-0 stand-in runs there), and the eval sets end in uneven batches

@@ -4,7 +4,7 @@ Contract of :func:`prune` (one :class:`PruneConfig`):
 
 * the model directory must be fine-tuned for the task (its head trained); a directory whose
   head would be freshly initialised is a :class:`~bertkit.errors.CheckpointError`, an unfinished
-  run is warned about (:func:`bertkit.tasks.run_dir.check_model`);
+  run is warned about (:func:`bertkit.modeldir.marker.check_model`);
 * head importance (:func:`bertkit.model.pruning.head_importance`, Michel et al. 2019) is
   measured once, on a fixed random sample of ``importance_examples`` training examples;
 * the curve: for every fraction of ``curve`` the model with that share of its heads removed
@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.fileio import atomic_write
+from bertkit.finetuning.config import PruneConfig  # declared with the other fine-tuning jobs
 from bertkit.model.pruning import (
     count_heads,
     head_importance,
@@ -36,10 +37,9 @@ from bertkit.model.pruning import (
     parse_heads,
     prune_heads,
 )
+from bertkit.modeldir.marker import check_model
 from bertkit.options import check_config
 from bertkit.tasks.base import Task
-from bertkit.tasks.finetune_config import PruneConfig  # declared with the other fine-tuning jobs
-from bertkit.tasks.run_dir import check_model
 
 __all__ = ["PruneConfig", "plot_curve", "prune"]
 
@@ -47,7 +47,8 @@ __all__ = ["PruneConfig", "plot_curve", "prune"]
 
 
 def _importance_batches(task: Task, data_dir, tokenizer, cfg: PruneConfig):
-    from bertkit.tasks.finetune import featurize, length_batches
+    from bertkit.tasks.base import featurize
+    from bertkit.training.sampler import length_batches
 
     examples = task.read(data_dir, "train")
     if len(examples) > cfg.importance_examples:
@@ -62,8 +63,10 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
     """Measure importance, draw the curve, prune and save (see the module docstring);
     returns the ``prune.json`` record."""
     from bertkit.checkpoint import save_pretrained
-    from bertkit.tasks.base import FINETUNE_KEY, read_model_config
-    from bertkit.tasks.finetune import FinetuneConfig, evaluate_sets, finetune, load_eval_sets
+    from bertkit.finetuning.config import FinetuneConfig
+    from bertkit.finetuning.evaluate import evaluate_sets, load_eval_sets
+    from bertkit.finetuning.loop import finetune
+    from bertkit.modeldir.entry import FINETUNE_KEY, read_model_config
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.distributed import pick_device
 

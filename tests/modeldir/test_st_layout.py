@@ -12,7 +12,7 @@ import pytest
 from bertkit.cli.main import main
 from bertkit.errors import BertkitError
 from bertkit.inference import load
-from bertkit.st_layout import read_st_pooling
+from bertkit.modeldir.st_layout import read_st_pooling
 from tests.task_models import make_task_model
 
 TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !"]

@@ -55,12 +55,14 @@ from tqdm.auto import tqdm
 from bertkit.cpu import bound_onednn_cache
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.evaluate import EvalSet, evaluate_sets, load_eval_sets, write_predictions
+from bertkit.finetuning.run_dir import RunDir
+from bertkit.inference.features import NonFiniteOutputs, to_device
 from bertkit.options import check_config
-from bertkit.precision import TRAINING, autocast, resolve
+from bertkit.precision import TRAINING, resolve
 from bertkit.runlog import RunLogger, bar_disabled
-from bertkit.tasks.base import FeatureSet, Task
-from bertkit.tasks.finetune_config import FinetuneConfig
-from bertkit.tasks.run_dir import RunDir
+from bertkit.tasks.base import FeatureSet, Task, featurize
 from bertkit.training import (
     TrainStep,
     build_optimizer,
@@ -71,21 +73,8 @@ from bertkit.training.distributed import DistContext, pick_device
 from bertkit.training.divergence import DivergenceError, SkipWatch
 from bertkit.training.sampler import length_batches
 
-__all__ = [
-    "PAPER_GRID",
-    "EvalSet",
-    "FinetuneConfig",
-    "Hyper",
-    "RunResult",
-    "evaluate_sets",
-    "finetune",
-    "format_table",
-    "grid_points",
-    "length_batches",
-    "load_eval_sets",
-    "parse_grid",
-    "run_model",
-]
+__all__ = ["PAPER_GRID", "FinetuneConfig", "Hyper", "RunResult", "finetune", "format_table",
+           "grid_points", "parse_grid"]
 
 PAPER_GRID: dict[str, tuple] = {"lr": (5e-5, 3e-5, 2e-5), "batch": (16, 32), "epochs": (2, 3, 4)}
 _GRID_TYPES: dict[str, type] = {"lr": float, "batch": int, "epochs": int, "seed": int}
@@ -102,13 +91,6 @@ class Hyper:
     seed: int
 
 
-@dataclass
-class EvalSet:
-    """An evaluation split: its examples and their features."""
-
-    split: str
-    examples: list
-    features: FeatureSet
 
 
 @dataclass
@@ -153,122 +135,21 @@ def grid_points(cfg: FinetuneConfig) -> list[Hyper]:
 
 
 # ------------------------------------------------------------------ batching
-def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def run_model(task: Task, model, features: FeatureSet, batch_size: int,
-              device: torch.device | str = "cpu", precision: str = "fp32",
-              progress: bool | None = None, desc: str = "eval",
-              ctx: DistContext | None = None) -> dict[str, list[np.ndarray]]:
-    """The model's ``task.output_names`` for every feature, in feature order (eval mode, no
-    gradients, length-sorted batches); rows of token outputs cut to the feature's length.
-
-    With a distributed ``ctx`` every rank must call it: rank ``r`` runs batches ``r``,
-    ``r + world_size``, ... and the outputs are gathered, so every rank returns all of them."""
-    device = torch.device(device)
-    rank, world = (ctx.rank, ctx.world_size) if ctx is not None else (0, 1)
-    model.eval()
-    mine: list[tuple[int, dict[str, np.ndarray]]] = []
-    batches = length_batches(features.lengths, batch_size)[rank::world]
-    with torch.inference_mode():
-        for idx in tqdm(batches, desc=desc, disable=_bar_off(progress), leave=False):
-            with autocast(precision, device):
-                out = task.compute(model, _to(features.collate(idx), device))
-            values = {name: getattr(out, name).float().cpu().numpy() for name in task.output_names}
-            for k, i in enumerate(idx):
-                mine.append((int(i), {name: v[k][: features.lengths[i]] if task.token_outputs else v[k]
-                                      for name, v in values.items()}))
-    parts = dist.all_gather_objects(mine) if world > 1 else [mine]
-    outputs: dict[str, list] = {name: [None] * len(features) for name in task.output_names}
-    seen = 0
-    for part in parts:
-        for i, rows in part:
-            for name, row in rows.items():
-                outputs[name][i] = row
-        seen += len(part)
-    if seen != len(features) or any(x is None for x in outputs[task.output_names[0]]):
-        raise RuntimeError(f"run_model: {seen} outputs gathered for {len(features)} features")
-    _require_finite(outputs, len(features))
-    return outputs
 
 
-def _require_finite(outputs: dict[str, list[np.ndarray]], count: int) -> None:
-    """A BertkitError when any output is NaN or infinite: such a model's answers (and any
-    metric computed from them) mean nothing, and NaN is not even valid JSON."""
-    bad = sum(1 for i in range(count) if not all(np.isfinite(rows[i]).all() for rows in outputs.values()))
-    if bad:
-        raise NonFiniteOutputs(f"the model gave NaN or infinite outputs for {bad} of {count} input(s)")
 
 
-class NonFiniteOutputs(BertkitError):
-    """A model's outputs hold NaN or infinite values (``detail`` says for how many inputs)."""
-
-    def __init__(self, detail: str):
-        self.detail = detail
-        super().__init__(f"{detail}: its weights are broken (a fine-tuning that diverged?); train it "
-                         "again with a lower learning rate")
-
-
-def _bar_off(progress: bool | None) -> bool | None:
-    return bar_disabled(progress)
 
 
 # ------------------------------------------------------------------ evaluation
-def load_eval_sets(task: Task, data_dir, tokenizer, max_seq_length: int,
-                   splits: Sequence[str] | None = None, logger: RunLogger | None = None) -> list[EvalSet]:
-    """Read and featurize the evaluation splits (default: ``task.eval_splits()``)."""
-    sets = []
-    for split in splits or task.eval_splits():
-        examples = task.read(data_dir, split)
-        sets.append(EvalSet(split, examples, featurize(task, examples, tokenizer, max_seq_length,
-                                                       False, split, logger)))
-    return sets
 
 
-def featurize(task: Task, examples, tokenizer, max_seq_length: int, train: bool, split: str,
-              logger: RunLogger | None = None) -> FeatureSet:
-    """``task.featurize`` plus the truncation warning (and a log record)."""
-    if not examples:
-        raise BertkitError(f"{task.name}: the {split} split has no examples")
-    feats = task.featurize(examples, tokenizer, max_seq_length, train=train)
-    if feats.num_truncated:
-        share = feats.num_truncated / max(1, feats.num_examples)
-        message = (f"{split}: {feats.num_truncated} of {feats.num_examples} examples "
-                   f"({share:.1%}) were truncated to max_seq_length={max_seq_length}")
-        warnings.warn(message, stacklevel=2)
-        if logger:
-            logger.log(event="truncation", split=split, truncated=feats.num_truncated,
-                       examples=feats.num_examples, max_seq_length=max_seq_length)
-    return feats
 
 
-def evaluate_sets(task: Task, model, sets: Sequence[EvalSet], batch_size: int,
-                  device="cpu", precision="fp32", progress: bool | None = None,
-                  ctx: DistContext | None = None) -> tuple[dict[str, float], list[dict]]:
-    """Metrics over every eval set, flat: the first set's names as they are, the others
-    prefixed ``<split>.``; plus each set's raw outputs (for predictions). Distributed
-    ``ctx``: see :func:`run_model` (every rank gets the same metrics)."""
-    metrics: dict[str, float] = {}
-    raw = []
-    for k, s in enumerate(sets):
-        outputs = run_model(task, model, s.features, batch_size, device, precision, progress,
-                            desc=f"eval {s.split}", ctx=ctx)
-        scores = task.evaluate(s.examples, s.features, outputs)
-        metrics.update({(name if k == 0 else f"{s.split}.{name}"): float(v) for name, v in scores.items()})
-        raw.append(outputs)
-    return metrics, raw
 
 
-def write_predictions(task: Task, sets: Sequence[EvalSet], raw: Sequence[dict], out_dir: Path) -> None:
-    """``out_dir/predictions_<split>.jsonl`` for every eval set."""
-    for s, outputs in zip(sets, raw):
-        with atomic_write(out_dir / f"predictions_{s.split}.jsonl") as f:
-            for record in task.predict(s.examples, s.features, outputs):
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        writer = getattr(task, "write_outputs", None)  # task-specific files (SQuAD's JSONs)
-        if writer is not None:
-            writer(out_dir, s.split, s.examples, s.features, outputs)
 
 
 def _score(metrics: dict[str, float], name: str) -> float:
@@ -366,10 +247,10 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
         loss_sum, loss_n = torch.zeros((), dtype=torch.float64, device=device), 0
         bar = tqdm(length_batches(train.lengths, hyper.batch, rng, cfg.bucket),
                    desc=f"epoch {epoch}/{hyper.epochs}", leave=False,
-                   disable=_bar_off(cfg.progress) if ctx.is_main else True)
+                   disable=bar_disabled(cfg.progress) if ctx.is_main else True)
         for idx in bar:
             micro, weights = rank_micro_batches(idx, ctx, cfg.grad_accum)
-            result = step_fn([_to(train.collate(m), device) for m in micro], task.compute, weights)
+            result = step_fn([to_device(train.collate(m), device) for m in micro], task.compute, weights)
             for out, w in zip(result.outputs, weights):  # the batch's mean loss, over ranks
                 loss_sum += out.loss.detach().double() * (w / ctx.world_size)
             loss_n += 1
@@ -544,7 +425,7 @@ def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw:
 
     record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
               "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir),
-              "trained_head": True}  # read by run_dir.trained_head
+              "trained_head": True}  # read by modeldir.marker.trained_head
     extra = task.config_entries(metrics)
     extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
     staging = run_dir.staging()

@@ -3,7 +3,7 @@
 ``downstream(model_dir, DownstreamConfig(...)) -> dict`` (the ``results.json`` contents)
 fine-tunes ``model_dir`` on every task of ``cfg.tasks`` for every learning rate of
 ``cfg.lrs`` and every seed of ``cfg.seeds``, each point one call of
-:func:`bertkit.tasks.finetune.finetune` (the one fine-tuning loop; nothing here trains).
+:func:`bertkit.finetuning.loop.finetune` (the one fine-tuning loop; nothing here trains).
 
 Selection happens on the dev set, as the BERT paper does for GLUE: each run keeps its best
 epoch by the task's main dev metric, and per task the learning rate with the best mean over
@@ -42,8 +42,8 @@ from typing import Any
 
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.fileio import atomic_write
+from bertkit.finetuning.config import FinetuneConfig
 from bertkit.options import check_config, option, option_of
-from bertkit.tasks.finetune_config import FinetuneConfig
 
 __all__ = ["DEFAULT_TASKS", "DownstreamConfig", "downstream", "format_comparison", "format_results",
            "load_results", "plot_comparison", "plot_results"]
@@ -56,7 +56,7 @@ RESULTS_FILE, CHART_FILE = "results.json", "downstream.png"
 @dataclass
 class DownstreamConfig:
     """Settings of ``bertkit downstream`` (each field declares its flag); the fine-tuning
-    settings every run shares are :class:`~bertkit.tasks.finetune_config.FinetuneConfig`'s
+    settings every run shares are :class:`~bertkit.finetuning.config.FinetuneConfig`'s
     declarations (``batch_size`` is its ``batch``, flag ``--batch-size``)."""
 
     out: str = option("downstream", "output folder: runs, results.json, chart")
@@ -172,10 +172,11 @@ def _finished(path: Path) -> dict | None:
 
 def _one_run(task_name: str, source: Path, path: Path, lr: float, seed: int,
              cfg: DownstreamConfig, tokenizer) -> dict:
-    """One grid point through :func:`~bertkit.tasks.finetune.finetune`; its results.json."""
+    """One grid point through :func:`~bertkit.finetuning.loop.finetune`; its results.json."""
+    from bertkit.finetuning.config import FinetuneConfig
+    from bertkit.finetuning.loop import finetune
     from bertkit.runlog import RunLogger
     from bertkit.tasks import get_task
-    from bertkit.tasks.finetune import FinetuneConfig, finetune
 
     if path.exists():
         shutil.rmtree(path)  # an unfinished run: start it again from a clean folder

@@ -14,7 +14,7 @@ Contract of :func:`distill` (one :class:`DistillConfig`):
 * the teacher runs once, over the training features, before any training: its logits are
   kept with the features (``feature_index`` in each training feature points at them), so no
   grid point and no epoch runs the teacher again;
-* :func:`bertkit.tasks.finetune.finetune` does the training, evaluation, grid, selection,
+* :func:`bertkit.finetuning.loop.finetune` does the training, evaluation, grid, selection,
   logging and saving exactly as for ``finetune``; only the loss differs, through the task's
   ``compute`` hook (:class:`DistillTask`): ``alpha * soft + (1 - alpha) * hard``, where ``hard`` is
   the model's own loss on the gold labels and ``soft`` is, for classification and tagging,
@@ -58,8 +58,8 @@ import torch.nn.functional as F
 
 from bertkit.config import IGNORE_INDEX, PRESETS, BertConfig
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.finetuning.config import DistillConfig  # declared with the other fine-tuning jobs
 from bertkit.tasks.base import FeatureSet, Task
-from bertkit.tasks.finetune_config import DistillConfig  # declared with the other fine-tuning jobs
 
 __all__ = ["DistillConfig", "DistillTask", "distill", "layer_map", "layer_slice", "make_student"]
 
@@ -196,7 +196,7 @@ class DistillTask:
                   train: bool = False) -> FeatureSet:
         feats = self.task.featurize(examples, tokenizer, max_seq_length, train=train)
         if train:
-            from bertkit.tasks.finetune import run_model
+            from bertkit.inference.features import run_model
 
             outputs = run_model(self.task, self.teacher.to(self.device), feats, self.eval_batch,
                                 self.device, "fp32", self.progress, desc="teacher")
@@ -355,9 +355,10 @@ def make_student(cfg: DistillConfig, task: Task, teacher, teacher_tokenizer, whe
 
 def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenizer=None):
     """Distil ``cfg.teacher`` into the student on ``task`` (see the module docstring);
-    returns :func:`~bertkit.tasks.finetune.finetune`'s ``(runs, best)``."""
-    from bertkit.tasks.finetune import FinetuneConfig, finetune
-    from bertkit.tasks.run_dir import check_model
+    returns :func:`~bertkit.finetuning.loop.finetune`'s ``(runs, best)``."""
+    from bertkit.finetuning.config import FinetuneConfig
+    from bertkit.finetuning.loop import finetune
+    from bertkit.modeldir.marker import check_model
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.distributed import pick_device
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from bertkit.checkpoint import load_pretrained
 from bertkit.cli.main import main
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.tasks import get_task
-from bertkit.tasks.distill import (
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.distill import (
     PROJECTION,
     DistillConfig,
     DistillTask,
@@ -25,10 +25,11 @@ from bertkit.tasks.distill import (
     make_student,
     soft_loss,
 )
-from bertkit.tasks.finetune import FinetuneConfig, finetune, run_model
+from bertkit.finetuning.loop import finetune
+from bertkit.inference.features import run_model
+from bertkit.tasks import get_task
 from bertkit.tokenizer import BertTokenizer
-
-from .finetune_helpers import FAST, VOCAB, make_model, one_thread, write_sst2  # noqa: F401
+from tests.finetune_helpers import FAST, VOCAB, make_model, one_thread, write_sst2  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -357,7 +358,7 @@ def test_distill_cli_with_a_huge_learning_rate_exits_non_zero(teacher, toy_dir, 
 
 
 def test_a_killed_runs_student_copy_is_replaced_and_removed(teacher, toy_dir, tmp_path):
-    from bertkit.tasks.distill import STUDENT_SCRATCH
+    from bertkit.finetuning.distill import STUDENT_SCRATCH
 
     out = tmp_path / "resumed"
     leftover = out / STUDENT_SCRATCH  # what a kill -9 during training leaves, inside --out
