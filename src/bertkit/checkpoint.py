@@ -309,26 +309,24 @@ def save_pretrained(
 
 
 # ------------------------------------------------------------------ the tokenizer of a model directory
-def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None):
-    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt).
+def load_tokenizer(model_dir: str | Path, vocab: str | Path | None = None, lowercase: bool | None = None,
+                   strip_accents: bool | None = None):
+    """The model directory's tokenizer, or one built from ``vocab`` (a vocab.txt, with the
+    settings saved beside it: :meth:`BertTokenizer.from_file`).
 
-    ``lowercase`` (``--lowercase``/``--cased``) overrides the saved casing; accent
-    stripping then follows it, and every other saved setting (``google_compat``, CJK
-    splitting, ``model_max_length``) is kept.
+    ``lowercase`` and ``strip_accents`` (``--lowercase``/``--cased``, ``--strip-accents``)
+    restate the saved settings: ``None`` takes them as saved, a value that contradicts
+    them is an :class:`~bertkit.errors.OptionError` naming both. Every other saved setting
+    (``google_compat``, CJK splitting, ``model_max_length``) is kept.
     """
     if vocab is not None:
-        return BertTokenizer.from_file(vocab, lowercase=True if lowercase is None else lowercase)
+        return BertTokenizer.from_file(vocab, lowercase=lowercase, strip_accents=strip_accents)
     try:
-        tokenizer = BertTokenizer.from_pretrained(model_dir)
+        return BertTokenizer.from_pretrained(model_dir, lowercase, strip_accents)
     except FileNotFoundError:
         raise CheckpointError(
             f"{model_dir}: no vocab.txt or tokenizer.json; pass the vocabulary (--vocab FILE)"
         ) from None
-    if lowercase is not None and lowercase != tokenizer.lowercase:
-        tokenizer = BertTokenizer(tokenizer.vocab, lowercase=lowercase, split_cjk=tokenizer.split_cjk,
-                                  model_max_length=tokenizer.model_max_length,
-                                  google_compat=tokenizer.google_compat)
-    return tokenizer
 
 
 def check_vocabulary(tokenizer, vocab_size: int, source: str | Path) -> None:

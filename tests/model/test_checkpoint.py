@@ -158,16 +158,22 @@ def test_config_overrides(tmp_path):
     assert model.config.hidden_dropout_prob == 0.0 and model.config.attention == "causal"
 
 
-def test_casing_override_keeps_the_tokenizers_other_settings(tmp_path):
+def test_casing_flag_must_agree_with_the_saved_setting(tmp_path):
     from bertkit.checkpoint import load_tokenizer
+    from bertkit.errors import OptionError
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.vocab import Vocab
 
     vocab = Vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##a", "A", "##A"])
     BertTokenizer(vocab, lowercase=True, model_max_length=64, google_compat=True).save_pretrained(tmp_path)
-    cased = load_tokenizer(tmp_path, lowercase=False)
-    assert not cased.lowercase and not cased.strip_accents
-    assert cased.google_compat and cased.model_max_length == 64
-    # Google's mode segments words of up to 200 characters (Hugging Face's: 100), cased
-    assert cased.tokenize("A" * 150) == ["A"] + ["##A"] * 149
-    assert load_tokenizer(tmp_path, lowercase=True).google_compat
+    with pytest.raises(OptionError, match=r"--cased/--no-lowercase contradicts the setting "
+                                          r"lowercase=true saved in .*tokenizer_config.json"):
+        load_tokenizer(tmp_path, lowercase=False)
+    with pytest.raises(OptionError, match="--no-strip-accents contradicts"):
+        load_tokenizer(tmp_path, strip_accents=False)
+    same = load_tokenizer(tmp_path, lowercase=True)  # restating the setting is fine
+    assert same.lowercase and same.strip_accents
+    assert same.google_compat and same.model_max_length == 64
+    # Google's mode segments words of up to 200 characters (Hugging Face's: 100)
+    assert same.tokenize("a" * 150) == ["a"] + ["##a"] * 149
+    assert not load_tokenizer(tmp_path).tokenize("A")[0].isupper()

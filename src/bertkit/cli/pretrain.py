@@ -13,6 +13,7 @@ import sys
 from bertkit.errors import BertkitError
 from bertkit.options import add_options
 from bertkit.pretraining.train_config import PretrainConfig
+from bertkit.tokenizer.settings import add_tokenizer_flags
 
 
 def register(subparsers) -> None:
@@ -20,7 +21,8 @@ def register(subparsers) -> None:
                               description="Pre-train a BERT model; torchrun for several processes.")
     p.add_argument("--config", dest="config_file", default=None,
                    help="run configuration (.yaml/.yml/.toml; flags override it) or model config.json")
-    add_options(p, PretrainConfig, suppress_defaults=True)
+    add_options(p, PretrainConfig, suppress_defaults=True, skip=("lowercase", "strip_accents"))
+    add_tokenizer_flags(p, suppress_defaults=True)
     p.set_defaults(func=run_pretrain)
 
     q = subparsers.add_parser(

@@ -13,6 +13,7 @@ memory holds only a few chunks at a time.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import multiprocessing
@@ -49,9 +50,18 @@ from bertkit.pretraining.shards import (
     write_meta,
 )
 from bertkit.runlog import bar_disabled
+from bertkit.tokenizer.unknown import (
+    REFUSE_RATE,
+    WARN_RATE,
+    UnknownReport,
+    unknown_report,
+    warn_unknown,
+)
 
 MASK_BLOCK = 4096  # rows masked at once (part of the output's definition: keep it fixed)
-STAT_KEYS = ("documents", "sentences", "instances", "tokens", "is_next", "predictions", "candidates")
+STAT_KEYS = ("documents", "sentences", "instances", "tokens", "is_next", "predictions", "candidates",
+             "text_tokens", "unknown")
+PROBE_LINES = 2000  # lines of the corpus tokenized first, to refuse a mismatched vocabulary early
 
 
 @dataclass
@@ -67,21 +77,24 @@ class _Job:
 _TOKENIZERS: dict = {}
 
 
-def _tokenizer(vocab_file: str, lowercase: bool, google: bool = False):
-    """One tokenizer per process and vocabulary (workers build theirs on first use)."""
-    key = (vocab_file, lowercase, google)
+def _tokenizer(vocab_file: str, settings: CreationSettings):
+    """One tokenizer per process, vocabulary and normaliser settings (workers build theirs
+    on first use); the settings saved with the vocabulary fill those left ``None``."""
+    key = (vocab_file, settings.lowercase, settings.strip_accents, settings.google_tokenizer)
     if key not in _TOKENIZERS:
         from bertkit.tokenizer import BertTokenizer
 
-        _TOKENIZERS[key] = BertTokenizer.from_file(vocab_file, lowercase=lowercase,
-                                                   google_compat=google)
+        _TOKENIZERS[key] = BertTokenizer.from_file(
+            vocab_file, lowercase=settings.lowercase, strip_accents=settings.strip_accents,
+            google_compat=settings.google_tokenizer)
     return _TOKENIZERS[key]
 
 
 @functools.lru_cache(maxsize=4)
-def _vocab_info(vocab_file: str, lowercase: bool) -> VocabInfo:
-    tok = _tokenizer(vocab_file, lowercase)
-    return VocabInfo.from_tokens(tok.convert_ids_to_tokens(list(range(len(tok)))))
+def _vocab_info(vocab_file: str) -> VocabInfo:
+    from bertkit.tokenizer import Vocab
+
+    return VocabInfo.from_tokens(Vocab.from_file(vocab_file).tokens)
 
 
 def process_chunk(chunk: Chunk, job: _Job) -> tuple[dict[str, np.ndarray], dict[str, int]]:
@@ -93,7 +106,7 @@ def process_chunk(chunk: Chunk, job: _Job) -> tuple[dict[str, np.ndarray], dict[
     A pure function of the chunk, its index and the settings.
     """
     s = job.settings
-    tok = _tokenizer(job.vocab_file, s.lowercase, s.google_tokenizer)
+    tok = _tokenizer(job.vocab_file, s)
     documents = []
     for text_document in chunk.documents:
         document = [ids for ids in map(tok.text_to_ids, text_document) if ids]
@@ -101,6 +114,8 @@ def process_chunk(chunk: Chunk, job: _Job) -> tuple[dict[str, np.ndarray], dict[
             documents.append(document)
     stats = dict.fromkeys(STAT_KEYS, 0)
     stats["documents"] = len(documents)
+    stats["text_tokens"] = sum(len(ids) for document in documents for ids in document)
+    stats["unknown"] = sum(ids.count(tok.unk_token_id) for document in documents for ids in document)
     stats["sentences"] = sum(len(d) for d in documents)
     if len(documents) < 2:
         return {}, stats  # the caller reports it: the corpus has fewer than two documents
@@ -121,7 +136,7 @@ def process_chunk(chunk: Chunk, job: _Job) -> tuple[dict[str, np.ndarray], dict[
     stats["instances"] = len(order)
     stats["tokens"] = int(rows["lengths"].sum())
     stats["is_next"] = int((rows["next_sentence_label"] == 0).sum())
-    special = _vocab_info(job.vocab_file, s.lowercase).special
+    special = _vocab_info(job.vocab_file).special
     stats["candidates"] = int((~special[rows["input_ids"]]).sum())
     if not s.dynamic_masking:
         _mask_rows(rows, chunk.index, job)
@@ -150,7 +165,7 @@ def _rows(instances, job: _Job) -> dict[str, np.ndarray]:
 def _mask_rows(rows: dict[str, np.ndarray], chunk_index: int, job: _Job) -> None:
     """Static masking in place; adds ``mlm_positions`` / ``mlm_ids``."""
     s = job.settings
-    info = _vocab_info(job.vocab_file, s.lowercase)
+    info = _vocab_info(job.vocab_file)
     rng = np.random.default_rng([s.seed, chunk_index, 1])
     blocks = [  # blocks of rows bound the temporary (rows, T) arrays of the sort
         mask_batch(rows["input_ids"][start : start + MASK_BLOCK], info, s.masking, rng)
@@ -249,6 +264,7 @@ def create_pretraining_data(
     workers: int = 1,
     shard_size: int = 100_000,
     progress: bool | None = None,
+    allow_unknown: bool = False,
 ) -> dict:
     """Write pre-training data for ``inputs`` into ``output_dir``; return the ``meta.json`` dict.
 
@@ -258,6 +274,12 @@ def create_pretraining_data(
     document or undecodable input (file and line named). An existing ``meta.json`` in
     ``output_dir`` is removed first, so an interrupted run never leaves a directory that
     reads as finished.
+
+    The vocabulary is checked first on the corpus's first :data:`PROBE_LINES` lines: more than
+    :data:`~bertkit.tokenizer.unknown.REFUSE_RATE` of ``[UNK]`` tokens stops the run with the
+    likely cause, unless ``allow_unknown``. ``meta["summary"]["unknown_share"]`` is the share
+    over the whole corpus; above :data:`~bertkit.tokenizer.unknown.WARN_RATE` it is warned
+    about (``UserWarning``) with ``meta["summary"]["unknown_cause"]``.
     """
     settings = settings or CreationSettings()
     inputs = [Path(p) for p in inputs]
@@ -269,11 +291,14 @@ def create_pretraining_data(
     vocab_file = Path(vocab_file)
     _TOKENIZERS.clear()  # the vocabulary file may have changed since an earlier call
     _vocab_info.cache_clear()
-    tok = _tokenizer(str(vocab_file), settings.lowercase, settings.google_tokenizer)
+    tok = _tokenizer(str(vocab_file), settings)
+    # the values used, as saved with the vocabulary or given, are what meta.json records
+    settings = dataclasses.replace(settings, lowercase=tok.lowercase, strip_accents=tok.strip_accents)
     try:
-        info = _vocab_info(str(vocab_file), settings.lowercase)
+        info = _vocab_info(str(vocab_file))
     except ValueError as e:
         raise DataFormatError(vocab_file, str(e)) from None
+    probe = _probe_unknown(tok, inputs, allow_unknown)
     job = _Job(
         settings,
         str(vocab_file),
@@ -313,8 +338,27 @@ def create_pretraining_data(
     with atomic_write(output / VOCAB_INFO_NAME, "wb") as f:
         np.savez(f, continuation=info.continuation, special=info.special, random_pool=info.random_pool)
     meta = _meta(settings, job, tok, vocab_file, inputs, shards, totals)
+    if meta["summary"]["unknown_share"] > WARN_RATE:
+        report = UnknownReport(totals["text_tokens"], totals["unknown"], probe.cause)
+        meta["summary"]["unknown_cause"] = report.cause
+        warn_unknown(report, "the corpus")
     write_meta(output, meta)
     return meta
+
+
+def _probe_unknown(tok, inputs: list[Path], allow_unknown: bool) -> UnknownReport:
+    """The ``[UNK]`` report of the corpus's first :data:`PROBE_LINES` non-blank lines; above
+    :data:`REFUSE_RATE` a :class:`BertkitError` with the cause, unless ``allow_unknown``."""
+    from itertools import islice
+
+    from bertkit.fileio import read_lines
+
+    lines = (line for path in inputs for _, line in read_lines(path) if line.strip())
+    report = unknown_report(tok, islice(lines, PROBE_LINES))
+    if report.rate > REFUSE_RATE and not allow_unknown:
+        raise BertkitError(f"{report.message('the first lines of the corpus')}; nothing written "
+                           "(--allow-unknown goes on anyway)")
+    return report
 
 
 def _meta(settings, job, tok, vocab_file, inputs, shards, totals) -> dict:
@@ -325,6 +369,7 @@ def _meta(settings, job, tok, vocab_file, inputs, shards, totals) -> dict:
         None if settings.dynamic_masking else totals["predictions"] / max(1, totals["candidates"])
     )
     summary["mean_length"] = totals["tokens"] / n if n else None
+    summary["unknown_share"] = totals["unknown"] / max(1, totals["text_tokens"])
     config = asdict(settings)
     return {
         "format": FORMAT,

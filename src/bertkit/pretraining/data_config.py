@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bertkit.options import check_config, option, option_of
+from bertkit.tokenizer.settings import TokenizerOptions
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,9 @@ class MaskingConfig:
 @dataclass(frozen=True)
 class CreationSettings:
     """Everything that decides the output (all of it is stored in ``meta.json``); each field
-    declares its ``pretrain-data`` flag; the masking fields are :class:`MaskingConfig`'s."""
+    declares its ``pretrain-data`` flag; the masking fields are :class:`MaskingConfig`'s, the
+    normaliser's :class:`~bertkit.tokenizer.settings.TokenizerOptions` (``None``: as saved with
+    the vocabulary; the data's ``meta.json`` stores the values used)."""
 
     max_seq_length: int = option(128, "tokens per instance, [CLS] and [SEP]s included (128 or 512 "
                                       "in BERT; at least 5: [CLS] A [SEP] B [SEP])", ge=5)
@@ -46,8 +49,8 @@ class CreationSettings:
                                           "(seed, epoch, index)")
     split_sentences: bool = option(False, "treat each line as a paragraph and split it into "
                                           "sentences (rule-based)")
-    lowercase: bool = option(True, "lower-case and strip accents (an uncased vocabulary; a cased "
-                                   "one keeps them: --cased)", negative="--cased")
+    lowercase: bool | None = option_of(TokenizerOptions, "lowercase")
+    strip_accents: bool | None = option_of(TokenizerOptions, "strip_accents")
     google_tokenizer: bool = option(
         False, "tokenize exactly as Google's original tokenization.py (whole-text lower-casing "
                "with final sigma, words up to 200 characters, special tokens in the text split) "

@@ -8,9 +8,11 @@ Contract:
   ``(seed, epoch, index)``). ``config.mask_rate`` draws the training masks at load time at
   that rate (:func:`~bertkit.pretraining.masking.load_time_config`); evaluation data keeps
   its own masking, so held-out accuracies of runs with different rates stay comparable.
-* ``build_tokenizer(config, meta)``: ``--vocab`` (lowercase from ``--lowercase`` or the
-  data's settings), else the tokenizer of the ``--init-from`` model; its size must equal
-  the data's ``vocab_size``.
+* ``build_tokenizer(config, meta)``: ``--vocab`` (with the settings saved beside it), else
+  the tokenizer of the ``--init-from`` model; its size must equal the data's
+  ``vocab_size``. The normaliser settings the data was made with (``meta.json``) and any
+  ``--lowercase``/``--strip-accents`` flag must agree with the saved ones: a contradiction is
+  an error naming both.
 * ``build_model(config, vocab_size, seq_len)``: ``BertForPreTraining`` for ``mlm+nsp``, else
   ``BertForMaskedLM`` (causal attention for ``ltr``); from ``--init-from`` (weights only: a
   model directory, a run directory's ``model/`` or its newest checkpoint), ``--model-config``
@@ -62,15 +64,22 @@ def init_source(init_from: str | Path) -> tuple[str, Path]:
 def build_tokenizer(config: PretrainConfig, meta: dict):
     from bertkit.checkpoint import load_tokenizer
     from bertkit.tokenizer import BertTokenizer
+    from bertkit.tokenizer.settings import resolve_settings
 
-    lowercase = config.lowercase
-    if lowercase is None:
-        lowercase = bool(meta.get("settings", {}).get("lowercase", True))
+    made = meta.get("settings", {})
+    flags = {"lowercase": config.lowercase, "strip_accents": config.strip_accents}
+    # the data's settings (meta.json; no strip_accents in data made before it was stored):
+    # a flag must agree with them, and they with the settings saved with the vocabulary
+    data_settings = {k: made[k] for k in ("lowercase", "strip_accents") if made.get(k) is not None}
+    resolve_settings(data_settings, flags, f"{config.data}/meta.json (the data's settings)")
+    given = {**data_settings, **{k: v for k, v in flags.items() if v is not None}}
+    given.setdefault("lowercase", None)
+    given.setdefault("strip_accents", None)
     if config.vocab:
-        google = bool(meta.get("settings", {}).get("google_tokenizer", False))
-        tok = BertTokenizer.from_file(config.vocab, lowercase=lowercase, google_compat=google)
+        google = bool(made.get("google_tokenizer", False))
+        tok = BertTokenizer.from_file(config.vocab, google_compat=google, **given)
     elif config.init_from and init_source(config.init_from)[0] == "model":
-        tok = load_tokenizer(init_source(config.init_from)[1])
+        tok = load_tokenizer(init_source(config.init_from)[1], **given)
     else:
         raise BertkitError("missing setting 'vocab' (--vocab VOCAB.txt, the vocabulary the data was made with)")
     if len(tok) != meta["vocab_size"]:

@@ -17,9 +17,10 @@ from typing import Any
 
 from bertkit.config import PRESETS
 from bertkit.errors import BertkitError
-from bertkit.options import check_config, option
+from bertkit.options import check_config, option, option_of
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import TRAINING as TRAINING_PRECISIONS
+from bertkit.tokenizer.settings import TokenizerOptions
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
@@ -32,7 +33,8 @@ class PretrainConfig:
     data: str | None = option(None, "pre-training data directory (bertkit pretrain-data)")
     out: str | None = option(None, "run directory: log.jsonl, checkpoints/, model/")
     vocab: str | None = option(None, "vocab.txt the data was made with (exported with the model)")
-    lowercase: bool | None = option(None, "tokenizer lowercasing (default: as the data was made)")
+    lowercase: bool | None = option_of(TokenizerOptions, "lowercase")
+    strip_accents: bool | None = option_of(TokenizerOptions, "strip_accents")
     eval_data: str | None = option(None, "held-out pre-training data for periodic evaluation")
     model_size: str = option("tiny", "preset model size", choices=tuple(PRESETS))
     model_config: str | None = option(None, "model config.json (instead of --model-size)")

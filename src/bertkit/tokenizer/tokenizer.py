@@ -11,11 +11,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from bertkit.errors import DataFormatError
+from bertkit.errors import BertkitError, DataFormatError
 from bertkit.fileio import atomic_write
 from bertkit.tokenizer.basic import BasicTokenizer, final_sigmas
 from bertkit.tokenizer.chunks import ChunkCache
 from bertkit.tokenizer.encoding import Encoding, truncated_lengths
+from bertkit.tokenizer.settings import resolve_settings, saved_settings, vocab_tokens
 from bertkit.tokenizer.vocab import SPECIAL_TOKENS, Vocab
 from bertkit.tokenizer.wordpiece import (
     GOOGLE_MAX_INPUT_CHARS_PER_WORD,
@@ -85,33 +86,52 @@ class BertTokenizer:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def from_file(cls, vocab_file: str | Path, lowercase: bool = True, **kwargs) -> BertTokenizer:
-        """Build from a Google ``vocab.txt`` (or a directory holding one)."""
-        return cls(Vocab.from_file(vocab_file), lowercase=lowercase, **kwargs)
+    def from_file(cls, vocab_file: str | Path, lowercase: bool | None = None,
+                  strip_accents: bool | None = None, split_cjk: bool | None = None,
+                  **kwargs) -> BertTokenizer:
+        """Build from a Google ``vocab.txt`` (or a directory holding one) with the normaliser
+        settings saved beside it (:func:`~bertkit.tokenizer.settings.saved_settings`).
+
+        ``lowercase``, ``strip_accents`` and ``split_cjk`` restate them (``None``: as saved;
+        with nothing saved, uncased); one that contradicts the saved setting raises
+        :class:`~bertkit.errors.OptionError` naming both.
+        """
+        vocab = Vocab.from_file(vocab_file)
+        saved, source = saved_settings(vocab_file, vocab.tokens)
+        settings = resolve_settings(saved, {"lowercase": lowercase, "strip_accents": strip_accents,
+                                            "split_cjk": split_cjk}, source)
+        return cls(vocab, **settings, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path) -> BertTokenizer:
+    def from_pretrained(cls, directory: str | Path, lowercase: bool | None = None,
+                        strip_accents: bool | None = None) -> BertTokenizer:
         """Load from a model directory: ``vocab.txt`` + ``tokenizer_config.json``.
 
         A Hugging Face directory with only a WordPiece ``tokenizer.json`` works too.
+        ``lowercase``/``strip_accents`` restate the saved settings as in :meth:`from_file`.
         """
         directory = Path(directory)
-        settings = {}
+        extra = {}
         config_file = directory / "tokenizer_config.json"
         if config_file.exists():
-            settings = json.loads(config_file.read_text(encoding="utf-8"))
+            extra = json.loads(config_file.read_text(encoding="utf-8"))
         if (directory / "vocab.txt").exists():
             vocab = Vocab.from_file(directory / "vocab.txt")
         elif (directory / "tokenizer.json").exists():
-            vocab, normalizer = _read_tokenizer_json(directory / "tokenizer.json")
-            settings = {**normalizer, **settings}
+            vocab = _read_tokenizer_json(directory / "tokenizer.json")
         else:
             raise FileNotFoundError(f"{directory}: no vocab.txt or tokenizer.json")
-        lowercase = settings.get("do_lower_case", True)
-        return cls(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
-                   split_cjk=settings.get("tokenize_chinese_chars", True),
-                   model_max_length=min(int(settings.get("model_max_length", 512)), 10**6),
-                   google_compat=bool(settings.get("bertkit_google_compat", False)))
+        saved, source = saved_settings(directory)
+        given = {"lowercase": lowercase, "strip_accents": strip_accents}
+        return cls(vocab, **resolve_settings(saved, given, source),
+                   model_max_length=min(int(extra.get("model_max_length", 512)), 10**6),
+                   google_compat=bool(extra.get("bertkit_google_compat", False)))
+
+    @property
+    def settings(self) -> dict:
+        """The normaliser settings (``lowercase``, ``strip_accents``, ``split_cjk``)."""
+        return {"lowercase": self.lowercase, "strip_accents": self.strip_accents,
+                "split_cjk": self.split_cjk}
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write ``vocab.txt``, a Hugging Face compatible ``tokenizer_config.json`` and the
@@ -119,7 +139,23 @@ class BertTokenizer:
         text-embeddings-inference and ``tokenizers.Tokenizer.from_file`` load."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.vocab.save(directory / "vocab.txt")
+        self._write(directory / "vocab.txt")
+
+    def save_vocabulary(self, vocab_file: str | Path) -> None:
+        """Write the vocabulary to ``vocab_file`` and its settings beside it, in
+        ``tokenizer_config.json`` and ``tokenizer.json`` (what :meth:`from_file` reads back).
+
+        Settings files beside it that belong to another vocabulary (a ``tokenizer.json`` with
+        other tokens) are not overwritten: :class:`~bertkit.errors.BertkitError`.
+        """
+        vocab_file = Path(vocab_file)
+        _check_settings_files_free(vocab_file)
+        self._write(vocab_file)
+
+    def _write(self, vocab_file: Path) -> None:
+        """``vocab_file`` and the two settings files in its folder (each atomically)."""
+        folder = vocab_file.parent
+        self.vocab.save(vocab_file)
         settings = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.lowercase,
@@ -131,9 +167,9 @@ class BertTokenizer:
         }
         if self.google_compat:
             settings["bertkit_google_compat"] = True
-        with atomic_write(directory / "tokenizer_config.json") as f:
+        with atomic_write(folder / "tokenizer_config.json") as f:
             json.dump(settings, f, indent=2)
-        with atomic_write(directory / "tokenizer.json") as f:
+        with atomic_write(folder / "tokenizer.json") as f:
             json.dump(self.tokenizer_json(), f, ensure_ascii=False, indent=1)
 
     def tokenizer_json(self) -> dict:
@@ -408,23 +444,36 @@ class _Segment(NamedTuple):
         return _Segment(self.ids[:n], *(None if x is None else x[:n] for x in (self.offsets, self.word_ids)))
 
 
-def _read_tokenizer_json(path: Path) -> tuple[Vocab, dict]:
-    """Vocabulary and normaliser settings of a Hugging Face WordPiece ``tokenizer.json``."""
+def _read_tokenizer_json(path: Path) -> Vocab:
+    """Vocabulary of a Hugging Face WordPiece ``tokenizer.json``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         model = data["model"]
         if model.get("type") != "WordPiece":
             raise DataFormatError(path, f"not a WordPiece tokenizer (model type {model.get('type')!r})")
-        table = model["vocab"]
+        tokens = vocab_tokens(data)
+        if tokens is None:
+            raise KeyError("vocab")
     except (KeyError, TypeError, json.JSONDecodeError) as e:
         raise DataFormatError(path, f"not a Hugging Face tokenizer.json ({e})") from None
-    tokens = [""] * len(table)
-    for token, index in table.items():
-        tokens[index] = token
-    normalizer = data.get("normalizer") or {}
-    settings = {}
-    if normalizer.get("type") == "BertNormalizer":
-        settings = {"do_lower_case": normalizer.get("lowercase", True),
-                    "strip_accents": normalizer.get("strip_accents"),
-                    "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
-    return Vocab(tokens, source=str(path)), settings
+    return Vocab(tokens, source=str(path))
+
+
+def _check_settings_files_free(vocab_file: Path) -> None:
+    """Refuse to write settings beside ``vocab_file`` over those of another vocabulary: a
+    ``tokenizer.json`` there whose tokens are not those of the file now at ``vocab_file``."""
+    beside = vocab_file.parent / "tokenizer.json"
+    if not beside.is_file():
+        return
+    try:
+        theirs = vocab_tokens(json.loads(beside.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        theirs = None
+    try:
+        ours = Vocab.from_file(vocab_file).tokens if vocab_file.is_file() else None
+    except DataFormatError:
+        ours = None
+    if theirs is not None and theirs != ours:
+        raise BertkitError(f"{beside}: holds the settings of another vocabulary; write "
+                           f"{vocab_file.name} into a folder of its own (the settings are saved "
+                           "beside the vocabulary as tokenizer.json and tokenizer_config.json)")
