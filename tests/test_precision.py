@@ -20,6 +20,7 @@ from bertkit.cpu import (
 )
 from bertkit.errors import BertkitError
 from bertkit.precision import (
+    BF16_LONG_INPUTS,
     BF16_MIN_HIDDEN,
     INFERENCE,
     RESOLVED,
@@ -170,3 +171,6 @@ def test_auto_picks_bf16_only_for_a_model_wide_enough(cpu_class, training):
     # an explicit choice is kept whatever the width
     assert resolve("bf16", CPU, hidden_size=16, training=training)[0] == "bf16"
     assert BF16_MIN_HIDDEN["training"] <= BF16_MIN_HIDDEN["inference"]
+    # narrow, but trained on long inputs (SQuAD's 384 tokens): bf16 where native
+    long = resolve("auto", CPU, TRAINING, hidden_size=128, training=training, seq_length=BF16_LONG_INPUTS)[0]
+    assert long == ("bf16" if native and training else "fp32")

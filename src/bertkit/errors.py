@@ -26,3 +26,17 @@ class CheckpointError(BertkitError, ValueError):
 class OptionError(BertkitError, ValueError):
     """A setting outside its declared range or choices (:func:`bertkit.options.check_config`);
     a ``ValueError`` too, as a bad argument to a settings dataclass is one."""
+
+
+class InputError(BertkitError):
+    """One input a model cannot take, by ``kind``: ``invalid`` (a bad value), ``too_long``
+    (more tokens than the model's limit while truncation is off) or ``unsupported`` (this
+    model cannot answer it). A door maps kinds to its own terms (the server: to statuses)."""
+
+    KINDS = ("invalid", "too_long", "unsupported")
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        if kind not in self.KINDS:
+            raise ValueError(f"InputError kind must be one of {self.KINDS}, got {kind!r}")
+        super().__init__(message)
+        self.kind = kind

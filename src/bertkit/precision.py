@@ -17,8 +17,9 @@ is at least :data:`BF16_MIN_HIDDEN` wide for the work at hand, else fp32. Below 
 autocast's per-forward weight casts and oneDNN's per-shape bf16 set-up cost more than native
 bf16 saves (bench/precision_crossover.py on the AMX Xeon, texts of 16-128 tokens, one thread;
 docs/finetuning.md, "Precision"): a training step gained 1.47x at hidden 256 but BERT-Tiny
-(128) fine-tuned slower in bf16; inference of one text at a time ran 0.35x (tiny), 0.73x
-(256), 0.96x (512) and 1.34x (768) of fp32's speed in bf16. Emulated bf16 is slower than
+(128) fine-tuned slower in bf16 on inputs of 64-128 tokens (faster on SQuAD's 384:
+:data:`BF16_LONG_INPUTS`); inference of one text at a time ran 0.35x (tiny), 0.73x (256),
+0.96x (512) and 1.34x (768) of fp32's speed in bf16. Emulated bf16 is slower than
 fp32 everywhere, hence the flag check. The rule is the same for pre-training, fine-tuning
 and inference, and every inference door defaults to it (:data:`INFERENCE_DEFAULT`), so the
 API, the CLI and the server answer alike on one machine.
@@ -46,10 +47,14 @@ DTYPE_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  #
 # auto's bf16 on the CPU starts at these hidden sizes (the crossovers measured by
 # bench/precision_crossover.py; narrower models run faster in fp32 even where bf16 is native)
 BF16_MIN_HIDDEN = {"training": 256, "inference": 768}
+# ... and in training, at this many tokens per input whatever the width: BERT-Tiny fine-tuned
+# on SQuAD (384 tokens) 1.2-1.8x faster in bf16 in 5 of 6 paired runs (docs/finetuning.md)
+BF16_LONG_INPUTS = 384
 INFERENCE_DEFAULT = "auto"  # the one default of every inference door: API, CLI, server
 HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX, for a model "
-        f"of hidden size >= {BF16_MIN_HIDDEN['training']} in training, "
-        f">= {BF16_MIN_HIDDEN['inference']} in inference; GPU: bf16 support, else fp16), else fp32")
+        f"of hidden size >= {BF16_MIN_HIDDEN['training']} in training (or inputs of "
+        f">= {BF16_LONG_INPUTS} tokens), >= {BF16_MIN_HIDDEN['inference']} in inference; GPU: "
+        "bf16 support, else fp16), else fp32")
 
 
 def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "--precision") -> str:
@@ -61,11 +66,12 @@ def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "
 
 def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
             option: str = "--precision", hidden_size: int | None = None,
-            training: bool = False) -> tuple[str, str]:
+            training: bool = False, seq_length: int | None = None) -> tuple[str, str]:
     """``(fp32|bf16|fp16|int8, why)``: ``auto`` by the rule of the module docstring for
-    ``training`` or inference of a model of ``hidden_size`` (``None``: a runtime whose bf16 has
-    no per-forward cast, OpenVINO's, where only the CPU decides); an explicit name is kept if
-    the device can run it (fp16 needs CUDA, int8 the CPU)."""
+    ``training`` (on inputs of ``seq_length`` tokens) or inference of a model of
+    ``hidden_size`` (``None``: a runtime whose bf16 has no per-forward cast, OpenVINO's, where
+    only the CPU decides); an explicit name is kept if the device can run it (fp16 needs
+    CUDA, int8 the CPU)."""
     import torch
 
     check(precision, allowed, option)
@@ -80,7 +86,8 @@ def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
             support = cpu_bf16_support()
             work = "training" if training else "inference"
             least = BF16_MIN_HIDDEN[work]
-            if support.native and hidden_size is not None and hidden_size < least:
+            long_inputs = training and (seq_length or 0) >= BF16_LONG_INPUTS
+            if support.native and hidden_size is not None and hidden_size < least and not long_inputs:
                 return "fp32", (f"auto: hidden size {hidden_size} < {least}, where fp32 {work} is "
                                 f"faster than bf16 autocast ({support.reason})")
             return ("bf16" if support.native else "fp32"), f"auto: {support.reason}"

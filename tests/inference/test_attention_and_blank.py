@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
+from bertkit.errors import InputError
 from bertkit.inference import load
-from bertkit.inference.heads import InputError
 from bertkit.tokenizer.basic import is_blank
 from tests.task_models import make_task_model
 
@@ -31,7 +31,7 @@ def bert(tmp_path_factory):
 def test_control_or_zero_width_only_text_is_refused_like_whitespace(bert, text):
     with pytest.raises(InputError, match="is empty") as caught:
         bert.plan_predict(text)
-    assert caught.value.status == 422
+    assert caught.value.kind == "invalid"
     with pytest.raises(InputError, match="is empty"):
         bert.attention(text)
 
@@ -40,7 +40,7 @@ def test_attention_refuses_a_long_text_unless_told_to_cut_it_and_then_says_so(be
     limit = bert.max_length
     with pytest.raises(InputError, match=f"more than the model's limit of {limit}") as caught:
         bert.attention(LONG)
-    assert caught.value.status == 413
+    assert caught.value.kind == "too_long"
     with pytest.warns(UserWarning, match=rf"cut to the model's limit of {limit} tokens \(\d+ left out\)"):
         tokens, matrix = bert.attention(LONG, on_overflow="truncate")
     assert len(tokens) == limit and matrix.shape == (limit, limit)

@@ -113,3 +113,20 @@ def test_bfloat16_and_unknown_device(model_dir):
     if not torch.cuda.is_available():
         with pytest.raises(BertkitError, match="no CUDA"):
             load(model_dir, device="cuda")
+
+
+def test_embed_fill_mask_and_predict_cut_long_inputs_at_one_limit(tmp_path):
+    """A model fine-tuned at max_seq_length 48 (64 positions): the API's embed, the server's
+    /embed plan and predict all cut a long text at 48 tokens, and fill-mask at the same 48."""
+    from tests.task_models import make_task_model
+
+    bert = load(make_task_model(tmp_path, "sst2"))
+    assert bert.max_positions == 64 and bert.token_limit() == 48
+    text = " ".join(["the man went to the store"] * 20)  # 120 words
+    _, tokens = bert.embed(text, return_tokens=True)
+    assert len(tokens) == 48
+    assert len(bert.plan_embed(text).rows[0].input_ids) == 48
+    assert len(bert.plan_predict(text).rows[0].input_ids) == 48
+    masked = bert.encode([text + " [MASK]"])[0]
+    assert len(masked.input_ids) == 48
+    assert bert.token_limit(60) == 60 and bert.token_limit(500) == 64

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from bertkit.errors import InputError
 from bertkit.inference import load
-from bertkit.inference.heads import InputError, token_batches
+from bertkit.inference.heads import token_batches
 from bertkit.tasks.tagging import group_entities
 from tests.task_models import make_task_model
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertkit.inference.heads import Plan
 from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull
+from bertkit.tasks.base import Plan
 
 
 def plan(length: int, key=("k",)) -> Plan:

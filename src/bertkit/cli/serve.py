@@ -132,8 +132,8 @@ def run_export(args) -> int:
 
 
 def run_attention(args) -> int:
+    from bertkit.errors import InputError
     from bertkit.inference import load
-    from bertkit.inference.heads import InputError
     from bertkit.modeldir.marker import check_model
     from bertkit.plot import plot_attention
 

@@ -164,7 +164,7 @@ def training_precision(cfg: FinetuneConfig, device, model_dir) -> tuple[str, str
     from bertkit.checkpoint import load_config
 
     return resolve(cfg.precision, device, TRAINING, hidden_size=load_config(model_dir).hidden_size,
-                   training=True)
+                   training=True, seq_length=cfg.max_seq_length)
 
 
 def seed_everything(seed: int) -> None:

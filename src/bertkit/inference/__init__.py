@@ -1,11 +1,11 @@
-"""The inference engine: every door (the Python API, ``bertkit predict``/``fill-mask``/
-``embed``, ``bertkit serve``, ONNX) answers through this one package.
+"""The inference engine: every door (the Python API, ``bertkit predict``/``evaluate``/
+``fill-mask``/``embed``/``attention``, ``bertkit serve``, ONNX) answers through this one package.
 
 * :mod:`~bertkit.inference.engine` - :func:`load` and :class:`BertInference` (a loaded model
   + tokenizer at a precision; fill-mask, embeddings, batching);
 * :mod:`~bertkit.inference.heads` - task answers on raw text, planned in rows a server can
-  batch across requests, each head decoded by its task family's own decoder;
-* :mod:`~bertkit.modeldir.int8` - INT8 quantisation and INT8 model directories;
+  batch across requests; each task family plans and decodes its own (no task names here);
+* :mod:`~bertkit.inference.features` - the one runner of a task's prepared features;
 * :mod:`~bertkit.inference.export` - ONNX export and the ONNX Runtime model;
 * :mod:`~bertkit.inference.windows` - embeddings of texts longer than the model's limit.
 
@@ -16,6 +16,7 @@ In a notebook::
     bert.predict("a fine film")
 """
 
+from bertkit.errors import InputError
 from bertkit.inference.engine import (
     COMBINES,
     POOLINGS,
@@ -23,13 +24,12 @@ from bertkit.inference.engine import (
     load,
     resolve_device,
 )
-from bertkit.inference.heads import TASK_OF_CLASS, InputError, Plan, token_batches
+from bertkit.inference.heads import Plan, token_batches
 from bertkit.training.sampler import length_batches
 
 __all__ = [
     "COMBINES",
     "POOLINGS",
-    "TASK_OF_CLASS",
     "BertInference",
     "InputError",
     "Plan",

@@ -9,7 +9,8 @@ In a notebook::
 
 Inputs are batched by length (sorted, so a batch holds sequences of nearly equal length and
 almost no compute goes to padding); results come back in input order. A sequence longer
-than ``max_length`` (default ``max_position_embeddings``) is truncated with a warning, or is
+than ``max_length`` (default: the one limit of every door, :meth:`BertInference.token_limit`:
+the model's saved ``max_seq_length``, else its positions) is truncated with a warning, or is
 an error with ``on_overflow="error"``.
 """
 
@@ -27,7 +28,7 @@ from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference.features import run_model
-from bertkit.inference.heads import TaskInference, pool_features
+from bertkit.inference.heads import TaskInference, hidden_features, pool_features
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
 from bertkit.modeldir.int8 import load_model, prepare
@@ -88,11 +89,17 @@ class BertInference(TaskInference):
         return run_model(task, self.model, features, batch_size, self.device, self.precision, progress, desc)
 
     # ------------------------------------------------------------------ encoding
+    def token_limit(self, max_length: int | None = None) -> int:
+        """The one token limit of an input at every door: ``max_length`` if given, else the
+        model's (:attr:`max_length`: its saved ``max_seq_length``, else its positions), never
+        more than its positions."""
+        return min(max_length or self.max_length, self.max_positions)
+
     def encode(self, texts, pairs=None, max_length=None, on_overflow="truncate"):
         """Token encodings (specials added), truncated to ``max_length`` as documented above."""
         if on_overflow not in ("truncate", "error"):
             raise ValueError(f"on_overflow must be 'truncate' or 'error', got {on_overflow!r}")
-        limit = min(max_length or self.max_positions, self.max_positions)
+        limit = self.token_limit(max_length)
         encodings = self.tokenizer.encode_batch(texts, pairs, max_length=limit, truncation="longest_first")
         overflowing = [i for i, enc in enumerate(encodings) if getattr(enc, "num_truncated", 0)]
         if overflowing:
@@ -118,19 +125,7 @@ class BertInference(TaskInference):
         from bertkit.runlog import bar_disabled
 
         for indices in tqdm(groups, desc=desc, unit="batch", disable=bar_disabled(progress)):
-            width = max(len(encodings[i].input_ids) for i in indices)
-            ids = torch.zeros(len(indices), width, dtype=torch.long)
-            types = torch.zeros_like(ids)
-            mask = torch.zeros_like(ids)
-            for row, i in enumerate(indices):
-                enc = encodings[i]
-                n = len(enc.input_ids)
-                ids[row, :n] = torch.tensor(enc.input_ids)
-                types[row, :n] = torch.tensor(enc.token_type_ids)
-                mask[row, :n] = 1
-            if self.tokenizer.pad_token_id:
-                ids.masked_fill_(mask == 0, self.tokenizer.pad_token_id)
-            yield indices, ids.to(self.device), types.to(self.device), mask.to(self.device)
+            yield (indices, *self._pad([encodings[i] for i in indices]))
 
     # ------------------------------------------------------------------ fill-mask
     def fill_mask(
@@ -165,11 +160,7 @@ class BertInference(TaskInference):
     # ------------------------------------------------------------------ embeddings
     def features(self, ids, types, mask, layers: Sequence[int], combine: str) -> torch.Tensor:
         """(B, T, D) float32 features of a batch: the ``layers`` hidden states combined."""
-        layers = list(layers)
-        out = self.encoder(ids, types, mask, output_hidden_states=layers != [-1])
-        states = [out.last_hidden_state] if layers == [-1] else [out.hidden_states[k] for k in layers]
-        features = torch.cat(states, dim=-1) if combine == "concat" else torch.stack(states).sum(0)
-        return features.float()
+        return hidden_features(self.encoder, ids, types, mask, layers, combine)
 
     def embed(
         self,
@@ -212,7 +203,7 @@ class BertInference(TaskInference):
         if long_text is not None and long_text.windowed:
             from bertkit.inference.windows import embed_in_windows
 
-            limit = min(max_length or self.max_positions, self.max_positions)
+            limit = self.token_limit(max_length)
             results, tokens = embed_in_windows(self, texts, pairs, layers, pool, combine, batch_size,
                                                limit, long_text, progress)
             if single:

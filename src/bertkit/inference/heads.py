@@ -39,78 +39,19 @@ multiple choice and fill-mask are not windowed (truncated as before).
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, InputError
 from bertkit.modeldir.entry import saved_task_options
 from bertkit.precision import autocast
+from bertkit.tasks.base import Plan, PlanContext, Row, text_of
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
-TASK_OF_CLASS = {
-    "BertForSequenceClassification": "text-classification",
-    "BertForTokenClassification": "token-classification",
-    "BertForQuestionAnswering": "question-answering",
-    "BertForMultipleChoice": "multiple-choice",
-    "BertForMaskedLM": "fill-mask",
-    "BertForPreTraining": "fill-mask",
-    "BertModel": "feature-extraction",
-}
-MAX_ANSWER_TOKENS = 30
-
-
-class InputError(BertkitError):
-    """An input the model cannot take; the server answers ``status`` (a 4xx) with the message
-    (422 a bad value, 413 too long, 400 a request this model cannot serve)."""
-
-    def __init__(self, message: str, status: int = 422):
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class Plan:
-    """One input's work: model rows, their batching key, and how to finish the answer."""
-
-    rows: list  # Encoding per model row
-    key: tuple
-    finish: Callable[[list[Any]], Any]
-    truncated: bool = False
-    outputs: list = field(default_factory=list)
-    windows: int = 1  # model rows that are windows of one long text (1: not windowed)
-    # classification/regression: the rows' outputs -> the example's logits (its task family's
-    # pooling over windows), for a door that scores them its own way (TEI's raw_scores)
-    logits: Callable[[list[Any]], np.ndarray] | None = None
-
-
-@dataclass
-class _Row:
-    """A model row built without the tokenizer's ``encode`` (a window)."""
-
-    input_ids: list[int]
-    token_type_ids: list[int]
-    num_truncated: int = 0
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def _text(value: Any, what: str) -> str:
-    from bertkit.tokenizer.basic import is_blank
-
-    if not isinstance(value, str):
-        raise InputError(f"{what} must be a string, got {type(value).__name__}")
-    if is_blank(value):  # the tokenizer family's rule: empty once cleaned
-        hidden = " (only control or zero-width characters, which the tokenizer drops)" if value.strip() else ""
-        raise InputError(f"{what} is empty{hidden}")
-    return value
+__all__ = ["InputError", "Plan", "TaskInference", "pool_features", "token_batches"]
 
 
 def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:
@@ -123,6 +64,50 @@ def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torc
     return (features * weights).sum(1) / weights.sum(1)
 
 
+def hidden_features(encoder, ids, types, mask, layers: Sequence[int], combine: str) -> torch.Tensor:
+    """(B, T, D) float32 features of a batch: the ``layers`` hidden states of ``encoder``
+    (a :class:`~bertkit.model.BertModel`) concatenated (``concat``) or summed (``sum``)."""
+    layers = list(layers)
+    out = encoder(ids, types, mask, output_hidden_states=layers != [-1])
+    states = [out.last_hidden_state] if layers == [-1] else [out.hidden_states[k] for k in layers]
+    features = torch.cat(states, dim=-1) if combine == "concat" else torch.stack(states).sum(0)
+    return features.float()
+
+
+class _EmbedRows:
+    """Rows -> one pooled vector each (``key``: layers, pooling)."""
+
+    def row_outputs(self, model, ids, types, mask, lengths, layers, pool) -> list:
+        features = hidden_features(model.encoder_model(), ids, types, mask, layers, "concat")
+        return list(pool_features(features, mask, pool).float().cpu().numpy())
+
+
+class _MaskRows:
+    """Rows -> per ``[MASK]``, left to right, the top-k (probabilities, token ids) (``key``:
+    k, the mask token's id)."""
+
+    def row_outputs(self, model, ids, types, mask, lengths, top_k, mask_id) -> list:
+        hidden = model.encoder_model()(ids, types, mask).last_hidden_state
+        where = ids == mask_id
+        probs = model.mlm_head(hidden[where]).float().softmax(-1)
+        scores, token_ids = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+        result: list[list] = [[] for _ in lengths]
+        for r, s, t in zip(where.nonzero()[:, 0].tolist(), scores.cpu().numpy(), token_ids.cpu().numpy()):
+            result[r].append((s, t))
+        return result
+
+
+class _StateRows:
+    """Rows -> each row's last hidden states, ``(T_i, hidden)`` float32 (``/embed_all``)."""
+
+    def row_outputs(self, model, ids, types, mask, lengths) -> list:
+        hidden = model.encoder_model()(ids, types, mask).last_hidden_state.float().cpu().numpy()
+        return [hidden[i, :n] for i, n in enumerate(lengths)]
+
+
+EMBED, MASKS, STATES = _EmbedRows(), _MaskRows(), _StateRows()
+
+
 class TaskInference:
     """Mixin of :class:`~bertkit.inference.BertInference`: raw-text task predictions.
 
@@ -133,9 +118,10 @@ class TaskInference:
     # ------------------------------------------------------------------ what the model is
     @property
     def task(self) -> str:
-        """``text-classification``, ``token-classification``, ``question-answering``,
+        """The Hugging Face pipeline the model's head answers (its class's ``pipeline``):
+        ``text-classification``, ``token-classification``, ``question-answering``,
         ``multiple-choice``, ``fill-mask`` or ``feature-extraction``."""
-        return TASK_OF_CLASS.get(type(self.model).__name__, "feature-extraction")
+        return getattr(self.model, "pipeline", "feature-extraction")
 
     @property
     def labels(self) -> list[str]:
@@ -154,7 +140,8 @@ class TaskInference:
 
     @property
     def is_regression(self) -> bool:
-        return self.task == "text-classification" and getattr(self.model, "num_labels", 2) == 1
+        """A one-output sequence head (classification heads carry ``num_labels``)."""
+        return getattr(self.family(), "scores_texts", False) and getattr(self.model, "num_labels", 2) == 1
 
     # ------------------------------------------------------------------ the task family
     def family(self, long_text: LongText | None = None):
@@ -190,31 +177,16 @@ class TaskInference:
         return self._saved_task[0], dict(self._saved_task[1])
 
     def _build_family(self, name: str | None, options: dict):
-        from bertkit.tasks import get_task
+        from bertkit.tasks import get_task, task_for_head
 
         if name is not None:
             try:
                 return get_task(name, **options)
             except BertkitError as e:
                 raise BertkitError(f"{self.source}: its saved task {name!r} cannot be rebuilt: {e}") from None
-        task = self.task
-        if task == "text-classification":
-            if self.is_regression:
-                return get_task("regression", **options)
-            labels = self.labels
-            if len(set(labels)) != len(labels):
-                labels = [f"LABEL_{i}" for i in range(len(labels))]
-            return get_task("text-classification", labels=labels, **options)
-        if task == "token-classification":
-            return get_task("token-classification", labels=self.labels, **options)
-        if task == "question-answering":  # SQuAD's windows, fitted to a model with few positions
-            length = min(384, self.model.config.max_position_embeddings)
-            query = min(64, (length - 3) // 2)
-            return get_task("squad", max_query_length=query,
-                            doc_stride=min(128, max(1, (length - query - 3) // 2)))
-        if task == "multiple-choice":
-            return get_task("swag")
-        return None
+        regression = getattr(self.model, "num_labels", 2) == 1
+        return task_for_head(self.task, self.labels, regression, self.model.config.max_position_embeddings,
+                             **options)
 
     @property
     def pair_inputs(self) -> bool:
@@ -224,8 +196,8 @@ class TaskInference:
     def is_pair_item(self, inputs: Any) -> bool:
         """Is ``inputs`` (a request's ``inputs``) one sentence pair ``[A, B]`` rather than a
         list of two texts? Only for a pair model; a list of pairs is ``[[A, B], ...]``."""
-        return (self.task == "text-classification" and self.pair_inputs and isinstance(inputs, list)
-                and len(inputs) == 2 and all(isinstance(x, str) for x in inputs))
+        return (getattr(self.family(), "scores_texts", False) and self.pair_inputs
+                and isinstance(inputs, list) and len(inputs) == 2 and all(isinstance(x, str) for x in inputs))
 
     def long_text_choice(self, given: dict | None = None) -> LongText:
         """The long-text choice: the model's saved task options (``long_text``, ``stride``,
@@ -253,8 +225,8 @@ class TaskInference:
             raise InputError(str(e)) from None
         if cut and on_overflow == "error":
             raise InputError(f"the second text loses {cut} tokens to fit the model's limit of "
-                             f"{self.max_length} beside the first text's windows", status=413)
-        return [_Row(ids, types) for ids, types in windows], bool(cut)
+                             f"{self.max_length} beside the first text's windows", "too_long")
+        return [Row(ids, types) for ids, types in windows], bool(cut)
 
     # ------------------------------------------------------------------ tokenisation
     def _encode(self, text, pair=None, truncation="longest_first", offsets=False, on_overflow="truncate"):
@@ -262,163 +234,27 @@ class TaskInference:
                                     return_offsets=offsets)
         if enc.num_truncated and on_overflow == "error":
             raise InputError(f"the input has {len(enc.input_ids) + enc.num_truncated} tokens, more "
-                             f"than the model's limit of {self.max_length}", status=413)
+                             f"than the model's limit of {self.max_length}", "too_long")
         return enc
 
-    def _featurize(self, family, example) -> tuple[list[_Row], Any]:
-        """The family's features of one example as model rows, and the feature set."""
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the answer says what was cut (``truncated``)
-                features = family.featurize([example], self.tokenizer, self.max_length)
-        except (BertkitError, ValueError) as e:
-            raise InputError(str(e)) from None
-        rows = []
-        for f in features.features:
-            ids = np.asarray(f["input_ids"])
-            types = np.asarray(f["token_type_ids"]) if "token_type_ids" in f else np.zeros_like(ids)
-            if ids.ndim == 2:  # multiple choice: one row per choice, padding dropped
-                lengths = np.asarray(f["attention_mask"]).sum(-1)
-                rows += [_Row(ids[c, :n].tolist(), types[c, :n].tolist()) for c, n in enumerate(lengths)]
-            else:
-                rows.append(_Row(ids.tolist(), types.tolist()))
-        return rows, features
-
-    def _check_overflow(self, truncated: bool, on_overflow: str) -> None:
-        if truncated and on_overflow == "error":
-            raise InputError(f"the input is longer than the model's limit of {self.max_length} "
-                             "tokens", status=413)
-
     # ------------------------------------------------------------------ plans
+    def plan_context(self, on_overflow: str = "truncate") -> PlanContext:
+        """What the task families plan one input with (:class:`~bertkit.tasks.base.PlanContext`)."""
+        return PlanContext(self.tokenizer, self.max_length, self.labels, self.is_regression,
+                           self.saved_task[0] is not None, on_overflow)
+
     def plan_predict(self, item: Any, on_overflow: str = "truncate", long_text: LongText | None = None) -> Plan:
-        """The plan of one ``/predict`` input for this model's task, decoded by the task
-        family's own decoder (see the module docstring; ``long_text`` None: the model's saved
-        choice)."""
-        task = self.task
-        if task == "text-classification":
-            return self._plan_classify(item, on_overflow, long_text)
-        if task == "token-classification":
-            return self._plan_tokens(item, on_overflow, long_text)
-        if task == "question-answering":
-            return self._plan_span(item, on_overflow)
-        if task == "multiple-choice":
-            return self._plan_choice(item, on_overflow)
-        raise InputError(f"this model ({type(self.model).__name__}) has no task head for /predict; "
-                         f"it serves " + ("/fill-mask and /embed" if task == "fill-mask" else "/embed"),
-                         status=400)
-
-    def _plan_classify(self, item, on_overflow, long_text: LongText | None) -> Plan:
-        """Text classification / regression: :class:`~bertkit.tasks.text.TextTask`'s features
-        (windows of a long text in ``window`` mode) and its ``example_logits`` (windows pooled)."""
-        from bertkit.tasks.formats.base import TextExample
-
-        if isinstance(item, list) and len(item) == 2:
-            text, pair = _text(item[0], "the first text"), _text(item[1], "the second text")
-        elif isinstance(item, dict) and "text" in item:
-            text, pair = _text(item["text"], "text"), item.get("text_pair")
-            pair = None if pair is None else _text(pair, "text_pair")
-        else:
-            text, pair = _text(item, "the input"), None
-        family = self.family(long_text)
-        if pair is not None and self.saved_task[0] and not getattr(family, "pair", True):
-            raise InputError(f"this model was fine-tuned on single texts ({family.name}); a sentence "
-                             "pair would be read as an input it never saw: send one text per input")
-        rows, features = self._featurize(family, TextExample("0", text, pair, None))
-        truncated = bool(features.num_truncated) or self._pair_cut(family, text, pair)
-        self._check_overflow(truncated, on_overflow)
-        labels, regression = self.labels, self.is_regression
-
-        def example_logits(outputs):
-            return family.example_logits(features, {"logits": outputs})[0]
-
-        def finish(outputs):
-            logits = example_logits(outputs)
-            if regression:
-                return [{"label": labels[0], "score": float(logits[0])}]
-            probs = _softmax(logits.astype(np.float64))
-            order = np.argsort(-probs, kind="stable")
-            return [{"label": labels[i], "score": float(probs[i])} for i in order]
-
-        return Plan(rows, ("logits",), finish, truncated, windows=len(rows), logits=example_logits)
-
-    def _pair_cut(self, family, text: str, pair: str | None) -> bool:
-        """Does a windowed pair's second text lose tokens (windows keep it beside each one)?"""
-        long_text = getattr(family, "long_text", None)
-        if pair is None or long_text is None or not long_text.windowed:
-            return False
-        tok = self.tokenizer
-        return bool(text_windows(tok, tok.text_to_ids(text), tok.text_to_ids(pair), self.max_length,
-                                 long_text)[1])
-
-    def _plan_tokens(self, item, on_overflow, long_text: LongText | None) -> Plan:
-        """Token tagging: the words of :func:`~bertkit.tasks.tagging.split_words`, the tagging
-        family's features (long sentences split, windowed or truncated as the model's task
-        says) and its ``word_tags``; entities by :func:`~bertkit.tasks.tagging.group_entities`."""
-        from bertkit.tasks.formats.conll import TaggedSentence
-        from bertkit.tasks.tagging import group_entities, split_words
-
-        text = _text(item, "the input")
-        words, spans = split_words(text)
-        family = self.family(long_text)
-        example = TaggedSentence(words, [], None)
-        rows, features = self._featurize(family, example)
-        truncated = bool(features.num_truncated)
-        self._check_overflow(truncated, on_overflow)
-
-        def finish(outputs):
-            tags = family.word_tags([example], features, {"logits": outputs})[0]
-            scores = [0.0] * len(words)
-            for meta, logits in zip(features.meta, outputs):
-                probs = _softmax(np.asarray(logits, dtype=np.float64))
-                for position, w in enumerate(meta.word_index):
-                    if w >= 0:
-                        scores[w] = float(probs[position].max())
-            return group_entities(text, spans, tags, scores)
-
-        return Plan(rows, ("tokens",), finish, truncated, windows=len(rows))
-
-    def _plan_span(self, item, on_overflow) -> Plan:
-        """Question answering: SQuAD's windows (doc stride, max query length) and its
-        post-processing (max-context rule, n-best, the saved no-answer threshold of a v2.0
-        model), exactly as ``bertkit predict``."""
-        from bertkit.tasks.formats.squad import SquadExample
-
-        if not isinstance(item, dict) or "question" not in item or "context" not in item:
-            raise InputError('question answering takes {"question": Q, "context": C}')
-        question, context = _text(item["question"], "question"), _text(item["context"], "context")
+        """The plan of one ``/predict`` input, made and decoded by the model's task family
+        (:meth:`bertkit.tasks.base.Task.plan`; ``long_text`` None: the model's saved choice,
+        for the families that read long texts in windows)."""
         family = self.family()
-        example = SquadExample("0", question, context)
-        rows, features = self._featurize(family, example)
-
-        def finish(outputs):
-            answers = family.answers([example], features, {"start_logits": [o[0] for o in outputs],
-                                                           "end_logits": [o[1] for o in outputs]})
-            answer = answers.answers["0"]
-            score = next((x["probability"] for x in answers.nbest["0"] if x["text"] == answer), 0.0)
-            start, end = answers.spans.get("0", (0, 0)) if answer else (0, 0)
-            return {"answer": answer, "score": float(score), "start": int(start), "end": int(end)}
-
-        return Plan(rows, ("span",), finish, False, windows=len(rows))
-
-    def _plan_choice(self, item, on_overflow) -> Plan:
-        """Multiple choice: SWAG's features (context, then each choice) and a softmax over the
-        choices' scores."""
-        from bertkit.tasks.formats.swag import SwagExample
-
-        if not isinstance(item, dict) or not isinstance(item.get("choices"), list) or len(item["choices"]) < 2:
-            raise InputError('multiple choice takes {"context": C, "choices": [A, B, ...]} (two or more)')
-        context = _text(item.get("context", item.get("question")), "context")
-        choices = [_text(c, f"choice {i + 1}") for i, c in enumerate(item["choices"])]
-        rows, features = self._featurize(self.family(), SwagExample("0", context, "", choices))
-        truncated = bool(features.num_truncated)
-        self._check_overflow(truncated, on_overflow)
-
-        def finish(outputs):
-            probs = _softmax(np.array([float(o) for o in outputs]))
-            order = np.argsort(-probs, kind="stable")
-            return [{"label": choices[i], "index": int(i), "score": float(probs[i])} for i in order]
-
-        return Plan(rows, ("choice",), finish, truncated)
+        if family is None:
+            can = "fill masks and embed texts" if getattr(self.model, "mlm_head", None) is not None else "embed texts"
+            raise InputError(f"this model ({type(self.model).__name__}) has no task head to predict "
+                             f"with; it can {can}", "unsupported")
+        if getattr(family, "long_text", None) is not None:
+            family = self.family(long_text)
+        return family.plan(item, self.plan_context(on_overflow))
 
     def plan_embed(self, item: Any, layers: Sequence[int] = (-1,), pool: str = "cls",
                    normalize: bool = False, on_overflow: str = "truncate",
@@ -426,22 +262,33 @@ class TaskInference:
         """One embedding (pooled over ``layers``, concatenated) per input, as a list of floats;
         a single text in ``window`` mode: the windows' vectors pooled (as
         :func:`bertkit.tasks.windows.embed_in_windows`)."""
+        layers = self._check_pooling(layers, pool)
+        long_text = self._long_text(long_text)
+        if isinstance(item, list) and len(item) == 2:  # pairs are not windowed
+            rows = [self._encode(text_of(item[0], "the first text"), text_of(item[1], "the second text"),
+                                 on_overflow=on_overflow)]
+        elif long_text.windowed:
+            rows, _ = self._text_windows(text_of(item, "the input"), None, long_text, on_overflow)
+        else:
+            rows = [self._encode(text_of(item, "the input"), on_overflow=on_overflow)]
+        return self.pooled_plan(rows, layers, pool, normalize, long_text.pool)
+
+    def _check_pooling(self, layers: Sequence[int], pool: str) -> tuple[int, ...]:
         if pool not in ("cls", "mean"):
             raise InputError(f"pooling must be 'cls' or 'mean', got {pool!r}")
         states = self.model.config.num_hidden_layers + 1
         layers = tuple(int(x) for x in layers)
         if not layers or any(not -states <= x < states for x in layers):
             raise InputError(f"layers must index the {states} hidden states ({-states}..{states - 1})")
-        long_text = self._long_text(long_text)
-        if isinstance(item, list) and len(item) == 2:  # pairs are not windowed
-            rows = [self._encode(_text(item[0], "the first text"), _text(item[1], "the second text"),
-                                 on_overflow=on_overflow)]
-        elif long_text.windowed:
-            rows, _ = self._text_windows(_text(item, "the input"), None, long_text, on_overflow)
-        else:
-            rows = [self._encode(_text(item, "the input"), on_overflow=on_overflow)]
+        return layers
+
+    def pooled_plan(self, rows: Sequence, layers: Sequence[int] = (-1,), pool: str = "cls",
+                    normalize: bool = False, windows_pool: str = "mean") -> Plan:
+        """The embedding plan of ready model ``rows`` (one text's encoding, its windows, or a
+        client's token ids): each row pooled over ``layers``, several rows (windows) pooled
+        again by ``windows_pool``, then normalised if asked."""
+        layers = self._check_pooling(layers, pool)
         truncated = any(getattr(r, "num_truncated", 0) for r in rows)
-        windows_pool = long_text.pool
 
         def finish(outputs):
             vector = pool_rows([0] * len(outputs), outputs, 1, windows_pool)[0]
@@ -449,17 +296,23 @@ class TaskInference:
                 vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
             return [float(x) for x in vector]
 
-        return Plan(rows, ("embed", layers, pool), finish, truncated, windows=len(rows))
+        return Plan(list(rows), (EMBED, layers, pool), finish, truncated, windows=len(rows),
+                    left_truncatable=len(rows) == 1)
+
+    def states_plan(self, row) -> Plan:
+        """The plan of one row's last hidden states (a list of per-token vectors)."""
+        return Plan([row], (STATES,), lambda outputs: outputs[0].tolist(), bool(getattr(row, "num_truncated", 0)),
+                    left_truncatable=True)
 
     def plan_fill_mask(self, item: Any, top_k: int = 5, on_overflow: str = "truncate") -> Plan:
         """Top-``top_k`` candidates for every ``[MASK]`` of one text (a flat list when the text
         has one mask, as Hugging Face's pipeline answers)."""
         if getattr(self.model, "mlm_head", None) is None:
             raise InputError(f"this model ({type(self.model).__name__}) has no masked-LM head for fill-mask",
-                             status=400)
+                             "unsupported")
         if not isinstance(top_k, int) or not 1 <= top_k <= 100:
             raise InputError("top_k must be an integer from 1 to 100")
-        enc = self._encode(_text(item, "the input"), on_overflow=on_overflow)
+        enc = self._encode(text_of(item, "the input"), on_overflow=on_overflow)
         if self.tokenizer.mask_token_id not in enc.input_ids:
             mask = self.tokenizer.convert_ids_to_tokens(self.tokenizer.mask_token_id)
             raise InputError(f"the input has no {mask} token: {item!r}")
@@ -487,7 +340,8 @@ class TaskInference:
                 per_mask.append(candidates)
             return per_mask
 
-        return Plan([enc], ("mlm", top_k), finish, bool(getattr(enc, "num_truncated", 0)))
+        return Plan([enc], (MASKS, top_k, self.tokenizer.mask_token_id), finish,
+                    bool(getattr(enc, "num_truncated", 0)))
 
     # ------------------------------------------------------------------ running
     def _pad(self, rows: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -503,42 +357,14 @@ class TaskInference:
         return ids.to(self.device), types.to(self.device), mask.to(self.device)
 
     def run_rows(self, key: tuple, rows: Sequence) -> list[Any]:
-        """One forward pass over ``rows`` (encodings sharing ``key``); one output per row:
-        logits (labels,) / token logits (T_i, labels) / (start (T_i,), end (T_i,)) / choice
-        score / pooled vector / per-mask (top-k probs, top-k ids)."""
-        kind = key[0]
+        """One forward pass over ``rows`` (encodings sharing ``key``); one output per row, as
+        ``key[0].row_outputs`` gives it (a task family's head outputs, a pooled vector, or per
+        mask the top-k probabilities and ids)."""
         ids, types, mask = self._pad(rows)
         lengths = [len(r.input_ids) for r in rows]
-        model = self.model
+        kind, *params = key
         with torch.inference_mode(), autocast(self.precision, self.device):
-            if kind == "logits":
-                out = model(ids, types, mask).logits.float().cpu().numpy()
-                return list(out)
-            if kind == "tokens":
-                out = model(ids, types, mask).logits.float().cpu().numpy()
-                return [out[i, :n] for i, n in enumerate(lengths)]
-            if kind == "span":
-                out = model(ids, types, mask)
-                start, end = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
-                return [(start[i, :n], end[i, :n]) for i, n in enumerate(lengths)]
-            if kind == "choice":
-                return list(model._scores(ids, types, mask, False, False).logits.float()[:, 0].cpu().numpy())
-            if kind == "embed":
-                _, layers, pool = key
-                features = self.features(ids, types, mask, layers, "concat")
-                return list(pool_features(features, mask, pool).cpu().numpy())
-            if kind == "mlm":
-                top_k = key[1]
-                hidden = self.encoder(ids, types, mask).last_hidden_state
-                where = ids == self.tokenizer.mask_token_id
-                probs = model.mlm_head(hidden[where]).float().softmax(-1)
-                scores, token_ids = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
-                rows_of = where.nonzero()[:, 0].tolist()
-                result: list[list] = [[] for _ in rows]
-                for r, s, t in zip(rows_of, scores.cpu().numpy(), token_ids.cpu().numpy()):
-                    result[r].append((s, t))
-                return result
-        raise ValueError(f"unknown row kind {kind!r}")
+            return kind.row_outputs(self.model, ids, types, mask, lengths, *params)
 
     def run_plans(self, plans: Sequence[Plan], max_batch_tokens: int = 16384,
                   max_batch_size: int = 64, progress: bool | None = False, desc: str = "predict") -> list[Any]:
@@ -592,7 +418,7 @@ class TaskInference:
             pruned = "" if kept == self.model.config.num_attention_heads else \
                 f" (layer {layer % layers} keeps {kept} of {self.model.config.num_attention_heads} heads after pruning)"
             raise InputError(f"head must be in 0..{kept - 1}{pruned}, got {head!r}")
-        enc = self._encode(_text(text, "the text"), pair, on_overflow=on_overflow)
+        enc = self._encode(text_of(text, "the text"), pair, on_overflow=on_overflow)
         if enc.num_truncated:
             warnings.warn(f"the text was cut to the model's limit of {self.max_length} tokens "
                           f"({enc.num_truncated} left out): the map shows only its start", stacklevel=2)
@@ -607,10 +433,7 @@ class TaskInference:
         """One padded forward pass of the encoder over ``rows`` (objects with ``input_ids`` and
         ``token_type_ids``); each row's last hidden states, ``(T_i, hidden)`` float32 (the
         server's ``/embed_all`` and its health probe)."""
-        ids, types, mask = self._pad(rows)
-        with torch.inference_mode(), autocast(self.precision, self.device):
-            hidden = self.encoder(ids, types, mask).last_hidden_state.float().cpu().numpy()
-        return [hidden[i, :len(r.input_ids)] for i, r in enumerate(rows)]
+        return self.run_rows((STATES,), rows)
 
 
 def token_batches(items: Sequence, length: Callable[[Any], int], max_tokens: int, max_size: int) -> list[list]:

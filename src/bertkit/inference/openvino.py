@@ -173,9 +173,6 @@ class OvModel(nn.Module):
 
 
 # ------------------------------------------------------------------ behind the inference engine
-ROW_KINDS = ("logits", "tokens", "span")  # run_rows kinds the exported graph answers
-
-
 class OpenVinoInference(BertInference):
     """A :class:`~bertkit.inference.engine.BertInference` whose task-head rows (classification,
     regression, token classification, question answering: ``predict`` and the server's plans)
@@ -197,21 +194,14 @@ class OpenVinoInference(BertInference):
         return self.ov_precision
 
     def run_rows(self, key: tuple, rows: Sequence) -> list:
-        """As :meth:`TaskInference.run_rows`; ``logits``/``tokens``/``span`` rows on OpenVINO."""
+        """As :meth:`TaskInference.run_rows`; a task family's rows that are the model's named
+        outputs (classification, regression, tagging, spans) run on OpenVINO's graph."""
         kind = key[0]
-        if kind not in ROW_KINDS:
+        if not getattr(kind, "rows_from_outputs", False):
             return super().run_rows(key, rows)
         ids, types, mask = self._pad(rows)
-        lengths = [len(r.input_ids) for r in rows]
         with self._lock:
-            out = self.ov_model(ids, types, mask)
-        if kind == "logits":
-            return list(out.logits.float().numpy())
-        if kind == "tokens":
-            logits = out.logits.float().numpy()
-            return [logits[i, :n] for i, n in enumerate(lengths)]
-        start, end = out.start_logits.float().numpy(), out.end_logits.float().numpy()
-        return [(start[i, :n], end[i, :n]) for i, n in enumerate(lengths)]
+            return kind.row_outputs(self.ov_model, ids, types, mask, [len(r.input_ids) for r in rows])
 
 
 def read_calibration(path: str | Path) -> list[str | tuple[str, str]]:

@@ -27,7 +27,11 @@ def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None
 
 
 class BertPreTrainedModel(nn.Module):
-    """Base of every bertkit network: ``config`` plus BERT's weight initialisation."""
+    """Base of every bertkit network: ``config`` plus BERT's weight initialisation.
+    ``pipeline``: the Hugging Face pipeline its head answers (each head class sets its own;
+    the bare encoder's features otherwise)."""
+
+    pipeline = "feature-extraction"
 
     def __init__(self, config: BertConfig):
         super().__init__()

@@ -94,6 +94,8 @@ def _sum_losses(*losses: torch.Tensor | None) -> torch.Tensor | None:
 class BertForPreTraining(BertPreTrainedModel):
     """BERT's pre-training model: masked LM head and next-sentence (IsNext) head."""
 
+    pipeline = "fill-mask"  # the Hugging Face pipeline its head answers
+
     sparse_last_layer = True  # last layer at the labelled positions + [CLS] only (see above)
 
     def __init__(self, config: BertConfig):
@@ -130,6 +132,8 @@ class BertForPreTraining(BertPreTrainedModel):
 
 class BertForMaskedLM(BertPreTrainedModel):
     """Masked LM only (no pooler, no NSP); ``logits`` is the same tensor as ``mlm_logits``."""
+
+    pipeline = "fill-mask"  # the Hugging Face pipeline its head answers
 
     sparse_last_layer = True  # last layer at the labelled positions only (see above)
 
@@ -192,6 +196,8 @@ class BertForSequenceClassification(_ClassifierModel):
     ``num_labels`` defaults to the size of ``id2label`` in the config, else 2.
     """
 
+    pipeline = "text-classification"  # the Hugging Face pipeline its head answers
+
     def __init__(self, config: BertConfig, num_labels: int | None = None):
         self.num_labels = _labels_from_config(config, num_labels)
         super().__init__(config, self.num_labels)
@@ -216,6 +222,8 @@ class BertForSequenceClassification(_ClassifierModel):
 
 class BertForTokenClassification(_ClassifierModel):
     """Every token's final hidden vector -> dropout -> linear (e.g. NER tags)."""
+
+    pipeline = "token-classification"  # the Hugging Face pipeline its head answers
 
     pooled = False
 
@@ -246,6 +254,8 @@ class BertForQuestionAnswering(BertPreTrainedModel):
     Loss = mean of the start and end cross-entropies; positions outside the sequence
     (e.g. an answer truncated away) are ignored.
     """
+
+    pipeline = "question-answering"  # the Hugging Face pipeline its head answers
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -284,6 +294,8 @@ class BertForMultipleChoice(_ClassifierModel):
 
     ``logits`` is (B, C); ``labels`` (B,) index the right choice (softmax over choices).
     """
+
+    pipeline = "multiple-choice"  # the Hugging Face pipeline its head answers
 
     def __init__(self, config: BertConfig):
         super().__init__(config, 1)

@@ -216,7 +216,8 @@ def _set_up(config: PretrainConfig, ctx: dist.DistContext) -> _Run:
     # --precision auto: bf16 on CPUs with native bf16 for a model wide enough to gain from
     # it (bertkit/precision.py); the resolved choice is what config.yaml and the checkpoints keep
     precision, why = resolve(config.precision, ctx.device, TRAINING,
-                             hidden_size=model.config.hidden_size, training=True)
+                             hidden_size=model.config.hidden_size, training=True,
+                             seq_length=train_data.max_seq_length)
     note = {"precision": precision, "requested": config.precision, "reason": why}
     config = dataclasses.replace(config, precision=precision)
     batches = EpochBatches(len(train_data), config.batch_size, config.grad_accum,

@@ -35,8 +35,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.cpu import torch_threads
-from bertkit.errors import BertkitError
-from bertkit.inference.heads import InputError, Plan
+from bertkit.errors import BertkitError, InputError
 from bertkit.modeldir.st_layout import read_st_pooling
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
@@ -51,6 +50,7 @@ from bertkit.serve.inputs import (
     predict_items,
 )
 from bertkit.serve.metrics import CONTENT_TYPE, Metrics
+from bertkit.tasks.base import Plan
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
@@ -102,9 +102,7 @@ class Service:
             self.batcher.close()
 
     def run_rows(self, key: tuple, rows) -> list:
-        """The batcher's forward pass: the engine's rows, or token states (``/embed_all``)."""
-        if key == ("states",):
-            return self.bert.run_token_states(rows)
+        """The batcher's forward pass: the engine's."""
         return self.bert.run_rows(key, rows)
 
     # ------------------------------------------------------------------ what the model is
@@ -114,13 +112,12 @@ class Service:
 
     @property
     def model_kind(self) -> str:
-        """TEI's model type: ``classifier``, ``reranker`` (one label) or ``embedding``."""
-        task = self.bert.task
-        if task == "text-classification":
-            return "reranker" if self.num_labels == 1 else "classifier"
-        if task in ("token-classification", "question-answering", "multiple-choice"):
-            return "classifier"
-        return "embedding"
+        """TEI's model type: ``classifier``, ``reranker`` (a text scorer with one label) or
+        ``embedding`` (no task head)."""
+        family = self.bert.family()
+        if family is None:
+            return "embedding"
+        return "reranker" if getattr(family, "scores_texts", False) and self.num_labels == 1 else "classifier"
 
     def overflow(self, truncate: bool | None) -> str:
         return "truncate" if self.truncates(truncate) else "error"
@@ -187,7 +184,7 @@ class Service:
         the left (classification, rerank, embeddings); other tasks refuse it."""
         if not plan.truncated:
             return plan
-        if plan.windows > 1 or plan.key[0] not in ("logits", "embed", "states"):
+        if not plan.left_truncatable:
             raise ApiError(f"{where}truncation_direction 'left' is not supported for this input "
                            f"({self.bert.task}{', windows' if plan.windows > 1 else ''})")
         plan.rows = [left_row(self.bert.tokenizer, text, pair, self.bert.max_length)]
@@ -196,12 +193,12 @@ class Service:
     # ------------------------------------------------------------------ /predict, /rerank
     async def predict(self, body: s.PredictRequest) -> tuple[Any, dict]:
         started = time.perf_counter()
-        bert, task = self.bert, self.bert.task
-        if task not in ("text-classification", "token-classification", "question-answering",
-                        "multiple-choice"):
+        bert, family = self.bert, self.bert.family()
+        if family is None:
+            masks = getattr(bert.model, "mlm_head", None) is not None
             raise ApiError(f"this model ({type(bert.model).__name__}) has no task head for /predict; it "
-                           f"serves {'/fill-mask and ' if task == 'fill-mask' else ''}/embed", "Backend")
-        structured = task in ("question-answering", "multiple-choice")
+                           f"serves {'/fill-mask and ' if masks else ''}/embed", "Backend")
+        structured = family.structured_inputs
         items, single = predict_items(body.inputs, structured, self.config.max_items)
         params = body.parameters or s.HFParameters()
         left = body.truncation_direction.lower() == "left"
@@ -216,7 +213,7 @@ class Service:
                 raise ApiError(f"{where}the input has no tokens", "Empty")
             if left and texts:
                 plan = self.left(plan, texts[0], texts[1] if len(texts) == 2 else None, where)
-            if task == "text-classification":  # the family's logits, scored as TEI scores them
+            if plan.logits is not None:  # a text scorer's logits, scored as TEI scores them
                 labels, logits = bert.labels, plan.logits
                 plan.finish = lambda outputs: tei_scores(logits(outputs), labels, body.raw_scores,
                                                          params.function_to_apply, params.top_k)
@@ -267,8 +264,7 @@ class Service:
                 plan = self.left(plan, item, None, where)
         else:  # token ids: the engine plans a text, so plan one and give it the client's row
             row = id_row(item, bert.model.config.vocab_size, bert.max_length, self.truncates(truncate), left, where)
-            plan = bert.plan_embed("x", layers, pooling, False, "truncate", None)
-            plan.rows, plan.truncated, plan.windows = [row], bool(row.num_truncated), 1
+            plan = bert.pooled_plan([row], layers, pooling)
         pooled = plan.finish
 
         def finish(outputs):
@@ -319,7 +315,7 @@ class Service:
                                    f"more than the model's limit of {bert.max_length}", "Validation", 413)
             else:
                 row = id_row(item, bert.model.config.vocab_size, bert.max_length, truncate, left, where)
-            return Plan([row], ("states",), lambda outputs: outputs[0].tolist(), bool(row.num_truncated))
+            return bert.states_plan(row)
 
         plans, tokenizing = await self.plans(make, items, single)
         return await self.run("embed_all", plans, single, started, tokenizing, _chars(items))
@@ -446,7 +442,8 @@ class Service:
         if b.running or b.queued or self.tokenizing_off_loop:
             return True
         tok = self.bert.tokenizer
-        probe = Plan([_Tokens([tok.cls_token_id, tok.sep_token_id])], ("states",), lambda outputs: True)
+        probe = self.bert.states_plan(_Tokens([tok.cls_token_id, tok.sep_token_id]))
+        probe.finish = lambda outputs: True
         try:
             await asyncio.wait_for(b.run([probe]), HEALTH_TIMEOUT_S)
         except Exception:

@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertkit.inference.heads import Plan, token_batches
+from bertkit.inference.heads import token_batches
+from bertkit.tasks.base import Plan
 
 
 class QueueFull(Exception):

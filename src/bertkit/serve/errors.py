@@ -13,7 +13,7 @@ fit: too many inputs, a text too long with truncation off, more rows than the qu
 
 from __future__ import annotations
 
-from bertkit.inference.heads import InputError
+from bertkit.errors import InputError
 
 STATUS_OF = {"Empty": 400, "Validation": 422, "Tokenizer": 422, "Backend": 424, "Overloaded": 429,
              "Unhealthy": 503, "Unauthorized": 401, "NotFound": 404, "MethodNotAllowed": 405,
@@ -39,12 +39,12 @@ class ApiError(Exception):
 
 
 def from_input_error(error: InputError, where: str = "") -> ApiError:
-    """The engine's :class:`InputError` in the server's vocabulary: 413 too long (``Validation``),
-    400 this model cannot do it (``Backend``, 424 as TEI), else 422 ``Validation``; ``where``
-    (``inputs[2]: ``) names the item of a batch."""
+    """The engine's :class:`InputError` in the server's vocabulary, by its kind: ``too_long``
+    413 (``Validation``), ``unsupported`` (this model cannot do it) ``Backend`` 424 as TEI,
+    ``invalid`` 422 ``Validation``; ``where`` (``inputs[2]: ``) names the item of a batch."""
     message = f"{where}{error}"
-    if error.status == 413:
+    if error.kind == "too_long":
         return ApiError(message, "Validation", 413)
-    if error.status == 400:
+    if error.kind == "unsupported":
         return ApiError(message, "Backend")
     return ApiError(message, "Validation")

@@ -53,4 +53,24 @@ def get_task(name: str, **options: Any):
     return module.create_task(key, **options)
 
 
-__all__ = ["TASKS", "canonical_name", "get_task"]
+# the family that decodes a head (a model class's ``pipeline``) when the model was never
+# fine-tuned by bertkit; each module defines task_for_head(labels, regression, max_positions)
+HEAD_FAMILIES: dict[str, str] = {
+    "text-classification": "bertkit.tasks.generic",
+    "token-classification": "bertkit.tasks.ner",
+    "question-answering": "bertkit.tasks.squad",
+    "multiple-choice": "bertkit.tasks.swag",
+}
+
+
+def task_for_head(pipeline: str, labels: list[str], regression: bool, max_positions: int,
+                  **options: Any):
+    """The family decoding a ``pipeline`` head of a model bertkit did not fine-tune (its
+    labels, regression or not, its positions), or None for a model without a task head."""
+    module = HEAD_FAMILIES.get(pipeline)
+    if module is None:
+        return None
+    return importlib.import_module(module).task_for_head(labels, regression, max_positions, **options)
+
+
+__all__ = ["HEAD_FAMILIES", "TASKS", "canonical_name", "get_task", "task_for_head"]

@@ -51,7 +51,7 @@ Contract details:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ import numpy as np
 import torch
 
 from bertkit.config import IGNORE_INDEX
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.errors import BertkitError, CheckpointError, InputError
 from bertkit.modeldir.entry import DEFAULT_MAX_SEQ_LENGTH, FINETUNE_KEY, read_model_config
 from bertkit.runlog import RunLogger
 
@@ -179,6 +179,75 @@ def check_head(model_dir: str | Path, head_tensor: str, labels: Sequence[str] | 
                               f"but task {task_name} has labels {shown}")
 
 
+# ------------------------------------------------------------------ answering raw inputs
+@dataclass
+class Row:
+    """One model row built without the tokenizer's ``encode`` (a window, a feature's row)."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    num_truncated: int = 0
+
+
+@dataclass
+class Plan:
+    """One raw input's work for the inference engine: its model ``rows``, their batching
+    ``key`` (rows with equal keys share a forward pass; ``key[0]`` has ``row_outputs(model,
+    ids, types, mask, lengths, *key[1:])``), and ``finish``, which turns the rows' outputs into
+    the answer. ``windows``: model rows that are windows of one long text (1: not windowed);
+    ``logits``: classification's rows -> the example's logits, for a door that scores them its
+    own way (TEI's ``raw_scores``); ``left_truncatable``: one row a door may rebuild cut from
+    the left."""
+
+    rows: list
+    key: tuple
+    finish: Callable[[list[Any]], Any]
+    truncated: bool = False
+    outputs: list = field(default_factory=list)
+    windows: int = 1
+    logits: Callable[[list[Any]], np.ndarray] | None = None
+    left_truncatable: bool = False
+
+
+@dataclass
+class PlanContext:
+    """What a family needs from the engine to plan one input: the tokenizer, the token limit,
+    the head's label names in head order, whether the head is a regression, whether the model
+    was fine-tuned by bertkit on a named task, and what to do with a too-long input
+    (``on_overflow``: ``truncate`` or ``error``)."""
+
+    tokenizer: Any
+    max_length: int
+    labels: list[str]
+    regression: bool = False
+    fine_tuned: bool = False
+    on_overflow: str = "truncate"
+
+    def check_overflow(self, truncated: bool) -> None:
+        if truncated and self.on_overflow == "error":
+            raise InputError(f"the input is longer than the model's limit of {self.max_length} "
+                             "tokens", "too_long")
+
+
+def text_of(value: Any, what: str) -> str:
+    """``value`` if it is a text with something the tokenizer keeps, else an InputError."""
+    from bertkit.tokenizer.basic import is_blank
+
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a string, got {type(value).__name__}")
+    if is_blank(value):  # the tokenizer family's rule: empty once cleaned
+        hidden = " (only control or zero-width characters, which the tokenizer drops)" if value.strip() else ""
+        raise InputError(f"{what} is empty{hidden}")
+    return value
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
 class Task:
     """Base class of a fine-tuning task; a family overrides the methods marked below.
 
@@ -250,6 +319,46 @@ class Task:
         ``saved``: the metrics were scored at the model's saved settings (``evaluate``), not
         those tuned by fine-tuning."""
         return []
+
+    # ------------------------------------------------------------ answering raw inputs
+    structured_inputs = False  # inputs are mappings (QA, multiple choice), not texts
+    rows_from_outputs = True  # row_outputs reads the model's named outputs only (an exported graph can)
+
+    def plan(self, item: Any, ctx: PlanContext) -> Plan:
+        """The plan of one raw input for a model with this family's head (override; the
+        engine batches the plans' rows and calls their ``finish``)."""
+        raise InputError(f"{self.name} answers no raw inputs", "unsupported")
+
+    def row_outputs(self, model, ids, types, mask, lengths: Sequence[int]) -> list:
+        """One output per row of a padded batch: the ``output_names`` of the model's output,
+        each row cut to its own length for ``token_outputs`` (a tuple when several)."""
+        out = model(ids, types, mask)
+        values = [getattr(out, name).float().cpu().numpy() for name in self.output_names]
+        rows = []
+        for i, n in enumerate(lengths):
+            cut = [v[i, :n] if self.token_outputs else v[i] for v in values]
+            rows.append(cut[0] if len(cut) == 1 else tuple(cut))
+        return rows
+
+    def feature_rows(self, example, ctx: PlanContext) -> tuple[list[Row], FeatureSet]:
+        """This family's features of one example as model rows (padding dropped), and the
+        feature set; a featurising error is an InputError."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the answer says what was cut (``truncated``)
+                features = self.featurize([example], ctx.tokenizer, ctx.max_length)
+        except (BertkitError, ValueError) as e:
+            raise InputError(str(e)) from None
+        rows = []
+        for f in features.features:
+            ids = np.asarray(f["input_ids"])
+            types = np.asarray(f["token_type_ids"]) if "token_type_ids" in f else np.zeros_like(ids)
+            if ids.ndim == 2:  # multiple choice: one row per choice, padding dropped
+                lengths = np.asarray(f["attention_mask"]).sum(-1)
+                rows += [Row(ids[c, :n].tolist(), types[c, :n].tolist()) for c, n in enumerate(lengths)]
+            else:
+                rows.append(Row(ids.tolist(), types.tolist()))
+        return rows, features
 
     # ------------------------------------------------------------ model
     @property

@@ -164,3 +164,13 @@ class GenericTextTask(TextTask):
 def create_task(name: str, **options) -> GenericTextTask:
     """A generic task; see the module docstring for the options."""
     return GenericTextTask(name, **options)
+
+
+def task_for_head(labels: list[str], regression: bool, max_positions: int, **options) -> GenericTextTask:
+    """The family of a sequence-classification head never fine-tuned by bertkit: regression
+    for one output, else classification with the head's labels (numbered when not distinct)."""
+    if regression:
+        return create_task("regression", **options)
+    if len(set(labels)) != len(labels):
+        labels = [f"LABEL_{i}" for i in range(len(labels))]
+    return create_task("text-classification", labels=labels, **options)

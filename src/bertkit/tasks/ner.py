@@ -36,11 +36,17 @@ import numpy as np
 from bertkit.errors import BertkitError, DataFormatError
 from bertkit.metrics import entity_scores, split_tag
 from bertkit.model import BertForTokenClassification
-from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.base import FeatureSet, Plan, PlanContext, Task, softmax, text_of
 from bertkit.tasks.formats import TaggedSentence, read_conll, read_token_classification
 from bertkit.tasks.formats.base import iter_jsonl
 from bertkit.tasks.formats.conll import iob1_to_iob2
-from bertkit.tasks.tagging import featurize_tagging, label_list, split_words, word_predictions
+from bertkit.tasks.tagging import (
+    featurize_tagging,
+    group_entities,
+    label_list,
+    split_words,
+    word_predictions,
+)
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText
 
 __all__ = ["CONLL2003_LABELS", "TokenTask", "create_task"]
@@ -192,6 +198,31 @@ class TokenTask(Task):
         predicted = self.word_tags(examples, features, outputs)
         return [{"id": s.line, "tokens": s.words, "tags": tags} for s, tags in zip(examples, predicted)]
 
+    # ------------------------------------------------------------ one raw input
+    def plan(self, item, ctx: PlanContext) -> Plan:
+        """A text: its words (:func:`~bertkit.tasks.tagging.split_words`), this family's
+        features (long sentences split, windowed or truncated as its options say) and
+        :meth:`word_tags`; entities by :func:`~bertkit.tasks.tagging.group_entities` with
+        character offsets into the text, score = mean tag probability."""
+        text = text_of(item, "the input")
+        words, spans = split_words(text)
+        example = TaggedSentence(words, [], None)
+        rows, features = self.feature_rows(example, ctx)
+        truncated = bool(features.num_truncated)
+        ctx.check_overflow(truncated)
+
+        def finish(outputs):
+            tags = self.word_tags([example], features, {"logits": outputs})[0]
+            scores = [0.0] * len(words)
+            for meta, logits in zip(features.meta, outputs):
+                probs = softmax(logits)
+                for position, w in enumerate(meta.word_index):
+                    if w >= 0:
+                        scores[w] = float(probs[position].max())
+            return group_entities(text, spans, tags, scores)
+
+        return Plan(rows, (self,), finish, truncated, windows=len(rows))
+
     # ------------------------------------------------------------ model
     def _adopt_saved_tagger(self, model_dir: str | Path) -> None:
         from bertkit.modeldir.entry import FINETUNE_KEY, read_model_config
@@ -249,3 +280,8 @@ def _check_types(path, sentences: Sequence[TaggedSentence], labels: Sequence[str
 def create_task(name: str, **options: Any) -> TokenTask:
     """``ner`` / ``conll2003`` (CoNLL-2003 labels) or ``token-classification``."""
     return TokenTask(name, **options)
+
+
+def task_for_head(labels: list[str], regression: bool, max_positions: int, **options: Any) -> TokenTask:
+    """The family of a token-classification head never fine-tuned by bertkit."""
+    return create_task("token-classification", labels=labels, **options)

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertkit.errors import BertkitError, DataFormatError
+from bertkit.errors import BertkitError, DataFormatError, InputError
 from bertkit.fileio import atomic_write
 from bertkit.metrics import squad_evaluate
 from bertkit.model import BertForQuestionAnswering
-from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.base import FeatureSet, Plan, PlanContext, Task, text_of
 from bertkit.tasks.formats import SquadExample, read_squad
 from bertkit.tasks.formats.base import iter_jsonl
 from bertkit.tasks.squad_features import check_window_settings, featurize_squad
@@ -139,6 +139,29 @@ class SquadTask(Task):
             result[name] = 100.0 * sum(map(bool, answers.values())) / max(1, len(answers))
         return {name: result[name] for name in self.metric_names if name in result}
 
+    # ------------------------------------------------------------ one raw input
+    structured_inputs = True
+
+    def plan(self, item, ctx: PlanContext) -> Plan:
+        """``{"question": Q, "context": C}``: SQuAD's windows (doc stride, max query length)
+        and its post-processing (max-context rule, n-best, the saved no-answer threshold of a
+        v2.0 model), exactly as ``bertkit predict``: ``{"answer", "score", "start", "end"}``."""
+        if not isinstance(item, dict) or "question" not in item or "context" not in item:
+            raise InputError('question answering takes {"question": Q, "context": C}')
+        question, context = text_of(item["question"], "question"), text_of(item["context"], "context")
+        example = SquadExample("0", question, context)
+        rows, features = self.feature_rows(example, ctx)
+
+        def finish(outputs):
+            answers = self.answers([example], features, {"start_logits": [o[0] for o in outputs],
+                                                         "end_logits": [o[1] for o in outputs]})
+            answer = answers.answers["0"]
+            score = next((x["probability"] for x in answers.nbest["0"] if x["text"] == answer), 0.0)
+            start, end = answers.spans.get("0", (0, 0)) if answer else (0, 0)
+            return {"answer": answer, "score": float(score), "start": int(start), "end": int(end)}
+
+        return Plan(rows, (self,), finish, False, windows=len(rows))
+
     def findings(self, metrics: dict[str, float], saved: bool = False) -> list[str]:
         """v2.0: a model whose answers gain less than :data:`NO_GAIN` F1 points over abstaining
         on every question (``abstain_f1``, the share of unanswerable questions), or that
@@ -230,6 +253,15 @@ def split_articles(path: str | Path, out_dir: str | Path, eval_fraction: float =
         with atomic_write(Path(out_dir) / f"{split}-{version}.json") as f:
             json.dump({"version": version, "data": chosen}, f, ensure_ascii=False)
     return len(parts["train"]), len(parts["dev"])
+
+
+def task_for_head(labels: list[str], regression: bool, max_positions: int, **options: Any) -> SquadTask:
+    """The family of a span head never fine-tuned by bertkit: SQuAD v1.1 with its windows
+    (384 tokens, query 64, stride 128) fitted to a model with fewer positions."""
+    length = min(SquadTask.default_max_seq_length, max_positions)
+    query = min(_DEFAULTS["max_query_length"], (length - 3) // 2)
+    stride = min(_DEFAULTS["doc_stride"], max(1, (length - query - 3) // 2))
+    return create_task("squad", max_query_length=query, doc_stride=stride)
 
 
 def create_task(name: str, **options: Any) -> SquadTask:

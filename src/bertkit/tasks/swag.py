@@ -14,13 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.errors import BertkitError, DataFormatError
+from bertkit.errors import BertkitError, DataFormatError, InputError
 from bertkit.metrics import accuracy
 from bertkit.model import BertForMultipleChoice
-from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.base import FeatureSet, Plan, PlanContext, Task, softmax, text_of
 from bertkit.tasks.formats import SwagExample, read_swag
 from bertkit.tasks.formats.base import iter_jsonl
-from bertkit.tasks.text import softmax
 
 __all__ = ["SwagTask", "create_task"]
 
@@ -100,9 +99,41 @@ class SwagTask(Task):
         return [{"id": ex.id, "label": int(p.argmax()), "probabilities": [round(float(x), 6) for x in p]}
                 for ex, p in zip(examples, probs)]
 
+    # ------------------------------------------------------------ one raw input
+    structured_inputs = True
+    rows_from_outputs = False  # rows are scored as the choices of one example
+
+    def plan(self, item, ctx: PlanContext) -> Plan:
+        """``{"context": C, "choices": [A, B, ...]}``: SWAG's features (context, then each
+        choice), one row per choice; the choices with their probabilities, best first."""
+        if not isinstance(item, dict) or not isinstance(item.get("choices"), list) or len(item["choices"]) < 2:
+            raise InputError('multiple choice takes {"context": C, "choices": [A, B, ...]} (two or more)')
+        context = text_of(item.get("context", item.get("question")), "context")
+        choices = [text_of(c, f"choice {i + 1}") for i, c in enumerate(item["choices"])]
+        rows, features = self.feature_rows(SwagExample("0", context, "", choices), ctx)
+        truncated = bool(features.num_truncated)
+        ctx.check_overflow(truncated)
+
+        def finish(outputs):
+            probs = softmax(np.array([float(o) for o in outputs]))
+            order = np.argsort(-probs, kind="stable")
+            return [{"label": choices[i], "index": int(i), "score": float(probs[i])} for i in order]
+
+        return Plan(rows, (self,), finish, truncated)
+
+    def row_outputs(self, model, ids, types, mask, lengths) -> list:
+        """Each row's choice score: the rows of a batch scored as the choices of one example
+        (a choice's score depends on its own row only)."""
+        return list(model(ids[None], types[None], mask[None]).logits.float()[0].cpu().numpy())
+
 
 def create_task(name: str = "swag", **options) -> SwagTask:
     """The SWAG task; it takes no options."""
     if options:
         raise BertkitError(f"swag takes no options (got {', '.join(options)})")
     return SwagTask("swag")
+
+
+def task_for_head(labels: list[str], regression: bool, max_positions: int, **options) -> SwagTask:
+    """The family of a multiple-choice head never fine-tuned by bertkit."""
+    return create_task("swag")

@@ -22,20 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.errors import BertkitError, DataFormatError
+from bertkit.errors import BertkitError, DataFormatError, InputError
 from bertkit.model import BertForSequenceClassification
-from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.base import FeatureSet, Plan, PlanContext, Task, softmax, text_of
 from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
 from bertkit.tasks.windows import LongText, pool_rows, text_windows
 
 __all__ = ["TextTask", "softmax"]
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64."""
-    z = np.asarray(logits, dtype=np.float64)
-    z = np.exp(z - z.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
 
 
 class TextTask(Task):
@@ -55,6 +48,50 @@ class TextTask(Task):
     @property
     def regression(self) -> bool:
         return self.labels is None
+
+    # ------------------------------------------------------------ one raw input
+    scores_texts = True  # a text (pair) in, logits out: the answers TEI scores (classify, rerank)
+
+    def plan(self, item, ctx: PlanContext) -> Plan:
+        """A text, a pair ``[A, B]`` or ``{"text", "text_pair"}``: this family's features
+        (windows of a long text in ``window`` mode) and its :meth:`example_logits` (windows
+        pooled); every label with its probability, best first, or the regression value."""
+        if isinstance(item, list) and len(item) == 2:
+            text, pair = text_of(item[0], "the first text"), text_of(item[1], "the second text")
+        elif isinstance(item, dict) and "text" in item:
+            text, pair = text_of(item["text"], "text"), item.get("text_pair")
+            pair = None if pair is None else text_of(pair, "text_pair")
+        else:
+            text, pair = text_of(item, "the input"), None
+        if pair is not None and ctx.fine_tuned and not self.pair:
+            raise InputError(f"this model was fine-tuned on single texts ({self.name}); a sentence "
+                             "pair would be read as an input it never saw: send one text per input")
+        rows, features = self.feature_rows(TextExample("0", text, pair, None), ctx)
+        truncated = bool(features.num_truncated) or self._pair_cut(ctx, text, pair)
+        ctx.check_overflow(truncated)
+        labels, regression = ctx.labels, ctx.regression
+
+        def example_logits(outputs):
+            return self.example_logits(features, {"logits": outputs})[0]
+
+        def finish(outputs):
+            logits = example_logits(outputs)
+            if regression:
+                return [{"label": labels[0], "score": float(logits[0])}]
+            probs = softmax(logits)
+            order = np.argsort(-probs, kind="stable")
+            return [{"label": labels[i], "score": float(probs[i])} for i in order]
+
+        return Plan(rows, (self,), finish, truncated, windows=len(rows), logits=example_logits,
+                    left_truncatable=len(rows) == 1)
+
+    def _pair_cut(self, ctx: PlanContext, text: str, pair: str | None) -> bool:
+        """Does a windowed pair's second text lose tokens (windows keep it beside each one)?"""
+        if pair is None or not self.long_text.windowed:
+            return False
+        tok = ctx.tokenizer
+        return bool(text_windows(tok, tok.text_to_ids(text), tok.text_to_ids(pair), ctx.max_length,
+                                 self.long_text)[1])
 
     # ------------------------------------------------------------ features
     def featurize(self, examples: Sequence[TextExample], tokenizer, max_seq_length: int,
