@@ -404,3 +404,20 @@ def test_a_latin1_body_and_a_taken_port_say_what_is_wrong(classify):
         port = taken.getsockname()[1]
         with pytest.raises(BertkitError, match=f"--port {port}: cannot listen"):
             check_port("127.0.0.1", port)
+
+
+def test_a_route_handler_runs_alone_without_an_app(tmp_path):
+    """Each route is a top-level handler of bertkit.serve.routes: callable with a Service."""
+    import asyncio
+
+    from bertkit.serve import routes
+    from bertkit.serve import schemas as s
+    from bertkit.serve.app import Service
+
+    directory = make_task_model(tmp_path, "classify")
+    service = Service(ServeConfig(model=str(directory)), load(directory))
+    info = asyncio.run(routes.info(service))
+    assert info["bertkit"]["task"] == "text-classification" and info["bertkit"]["labels"] == [
+        "negative", "positive", "neutral"]
+    tokens = asyncio.run(routes.tokenize(s.TokenizeRequest(inputs="he is good"), service))
+    assert [t["text"] for t in tokens[0]] == ["[CLS]", "he", "is", "good", "[SEP]"]

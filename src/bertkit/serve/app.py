@@ -19,26 +19,20 @@ The table of every route and field is in docs/serving.md.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import sys
 import time
-from importlib import resources
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import ValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.cpu import torch_threads
 from bertkit.errors import BertkitError, InputError
 from bertkit.modeldir.st_layout import read_st_pooling
 from bertkit.serve import schemas as s
-from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
+from bertkit.serve.batcher import ContinuousBatcher, Timings
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.errors import ApiError, from_input_error
 from bertkit.serve.inputs import (
@@ -47,9 +41,10 @@ from bertkit.serve.inputs import (
     embed_items,
     id_row,
     left_row,
+    no_prompts,
     predict_items,
 )
-from bertkit.serve.metrics import CONTENT_TYPE, Metrics
+from bertkit.serve.metrics import Metrics
 from bertkit.tasks.base import Plan
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
@@ -280,7 +275,7 @@ class Service:
         plan.finish = finish
         return plan
 
-    async def embeddings(self, route: str, inputs: Any, field: str, truncate: bool | None, left: bool,
+    async def embeddings(self, route: str, inputs: Any, *, field: str, truncate: bool | None, left: bool,
                          normalize: bool, dimensions: int | None, pooling: str | None = None,
                          layers: list[int] | None = None) -> tuple[list, dict]:
         started = time.perf_counter()
@@ -298,7 +293,7 @@ class Service:
 
     async def embed_all(self, body: s.EmbedAllRequest) -> tuple[list, dict]:
         started = time.perf_counter()
-        _no_prompts(body.prompt_name)
+        no_prompts(body.prompt_name)
         items, single = embed_items(body.inputs, self.config.max_items)
         bert, truncate = self.bert, self.truncates(body.truncate)
         left = body.truncation_direction.lower() == "left"
@@ -324,17 +319,17 @@ class Service:
         if not body.inputs.sentences:
             raise ApiError("`inputs.sentences` cannot be empty", "Empty")
         p = body.parameters or s.SimilarityParameters()
-        _no_prompts(p.prompt_name)
+        no_prompts(p.prompt_name)
         check_batch_size(len(body.inputs.sentences) + 1, self.config.max_items)
-        vectors, headers = await self.embeddings("similarity", [body.inputs.source_sentence, *body.inputs.sentences],
-                                                 "inputs", p.truncate, p.truncation_direction.lower() == "left",
-                                                 True, None)
+        vectors, headers = await self.embeddings(
+            "similarity", [body.inputs.source_sentence, *body.inputs.sentences], field="inputs",
+            truncate=p.truncate, left=p.truncation_direction.lower() == "left", normalize=True, dimensions=None)
         source = np.asarray(vectors[0])
         return [float(np.dot(source, np.asarray(v))) for v in vectors[1:]], headers
 
     # ------------------------------------------------------------------ tokenizer routes
     def tokenize(self, body: s.TokenizeRequest) -> list:
-        _no_prompts(body.prompt_name)
+        no_prompts(body.prompt_name)
         texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
         if not texts:
             raise ApiError("`inputs` cannot be empty", "Empty")
@@ -483,37 +478,6 @@ def _heads(model) -> list[int]:
     return [len(remaining_heads(config, layer)) for layer in range(config.num_hidden_layers)]
 
 
-def _no_prompts(prompt_name: str | None) -> None:
-    if prompt_name is not None:
-        raise ApiError(f"prompt_name {prompt_name!r}: this model has no sentence-transformers prompts")
-
-
-def _validation(exc: Exception) -> ApiError:
-    """FastAPI's or pydantic's validation error as an :class:`ApiError` (400 bad JSON, else 422
-    naming each field)."""
-    errors = exc.errors()
-    bad_json = next((e for e in errors if e.get("type") == "json_invalid"), None)
-    if bad_json is not None:
-        return ApiError(f"malformed JSON: {bad_json.get('ctx', {}).get('error', bad_json.get('msg'))}",
-                        "Validation", 400)
-    parts = []
-    for e in errors:
-        location = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
-        parts.append(f"{location}: {e.get('msg')}")
-    return ApiError("; ".join(dict.fromkeys(parts)), "Validation")
-
-
-async def _unreadable_body(request: Request) -> str:
-    """Why FastAPI could not parse a body (it says only "There was an error parsing the body")."""
-    body = await request.body()
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return (f"the body is not UTF-8 (byte {e.start}: 0x{body[e.start]:02x}); send JSON "
-                "encoded as UTF-8")
-    return "the body could not be parsed as JSON (nested too deeply, or not JSON)"
-
-
 def check_port(host: str, port: int) -> None:
     """A :class:`BertkitError` naming ``--port`` when ``host:port`` cannot be bound (another
     server there), before a model is loaded; uvicorn alone logs the error and then
@@ -533,33 +497,15 @@ def check_port(host: str, port: int) -> None:
 
 
 def create_app(config: ServeConfig, bert=None) -> FastAPI:
-    """The application serving ``config.model`` (or the already loaded ``bert``)."""
+    """The application serving ``config.model`` (or the already loaded ``bert``): the model
+    loaded, the service with its batcher started for the app's lifetime, the gate (API key,
+    CORS, payload limit, offline docs), the error answers and the routes of
+    :mod:`bertkit.serve.routes`."""
+    from bertkit.serve import routes
     from bertkit.serve.gate import Gate, add_docs
 
     config.check()
-    if bert is None:
-        from bertkit.inference import load
-
-        if config.threads:
-            import torch
-
-            torch.set_num_threads(config.threads)
-        # One intra-op thread while loading (and quantising): the forward passes run in the
-        # batcher's worker thread, and once the main thread had run parallel work of its own
-        # (an OpenMP thread team beside the worker's, on two cores) the worker's single-sentence
-        # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
-        with torch_threads(1):
-            if config.runtime == "openvino":
-                from bertkit.inference.openvino import load_openvino, read_calibration
-
-                calibration = read_calibration(config.calibration) if config.calibration else None
-                bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
-            else:
-                bert = load(config.model, device=config.device, precision=config.precision)
-        print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
-              f"{bert.served_precision} ({bert.precision_reason})",
-              file=sys.stderr, flush=True)
-    service = Service(config, bert)
+    service = Service(config, bert if bert is not None else load_model(config))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -575,161 +521,33 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
     app.state.service = service
     add_docs(app)
     Gate.install(app, config)
-
-    def fail(request: Request, error: ApiError) -> JSONResponse:
-        service.metrics.failure.labels(error.error_type).inc()
-        return JSONResponse(error.body(request.url.path), status_code=error.status, headers=error.headers)
-
-    @app.exception_handler(ApiError)
-    async def on_api_error(request: Request, exc: ApiError):
-        return fail(request, exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def on_validation(request: Request, exc: RequestValidationError):
-        return fail(request, _validation(exc))
-
-    @app.exception_handler(InputError)
-    async def on_input(request: Request, exc: InputError):
-        return fail(request, from_input_error(exc))
-
-    @app.exception_handler(QueueFull)
-    async def on_full(request: Request, exc: QueueFull):
-        return fail(request, ApiError(str(exc), "Overloaded", headers={"Retry-After": "1"}))
-
-    @app.exception_handler(NeverFits)
-    async def on_never(request: Request, exc: NeverFits):
-        return fail(request, ApiError(str(exc), "Validation", 413))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def on_http(request: Request, exc: StarletteHTTPException):
-        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "Validation")
-        message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on "
-                   f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
-        if exc.status_code == 400 and str(exc.detail) == "There was an error parsing the body":
-            message = await _unreadable_body(request)
-        return fail(request, ApiError(message, kind, exc.status_code, getattr(exc, "headers", None)))
-
-    def reply(answer_headers) -> JSONResponse:
-        answer, headers = answer_headers
-        return JSONResponse(answer, headers=headers)
-
-    tag = ["text-embeddings-inference"]
-    extra = ["bertkit extras"]
-
-    @app.post("/predict", tags=tag, responses=ERRORS, response_model=s.PREDICT_ANSWER,
-              summary="classification scores (TEI); bertkit: entities, QA spans, choices")
-    async def predict(body: s.PredictRequest):
-        return reply(await service.predict(body))
-
-    @app.post("/rerank", tags=tag, responses=ERRORS, response_model=list[s.Rank],
-              summary="texts ranked against a query (a one-output pair classifier)")
-    async def rerank(body: s.RerankRequest):
-        return reply(await service.rerank(body))
-
-    @app.post("/embed", tags=tag, responses=ERRORS, response_model=list[list[float]],
-              summary="one vector per input (normalised by default)")
-    async def embed(body: s.EmbedRequest):
-        _no_prompts(body.prompt_name)
-        return reply(await service.embeddings("embed", body.inputs, "inputs", body.truncate,
-                                              body.truncation_direction.lower() == "left", body.normalize,
-                                              body.dimensions, body.pooling, body.layers))
-
-    @app.post("/embed_all", tags=tag, responses=ERRORS, response_model=list[list[list[float]]],
-              summary="every token's last hidden state, per input")
-    async def embed_all(body: s.EmbedAllRequest):
-        return reply(await service.embed_all(body))
-
-    @app.post("/similarity", tags=tag, responses=ERRORS, response_model=list[float],
-              summary="cosine similarity of each sentence to the source sentence")
-    async def similarity(body: s.SimilarityRequest):
-        return reply(await service.similarity(body))
-
-    async def openai(body: s.OpenAIRequest):
-        vectors, headers = await service.embeddings("openai", body.input, "input", None, False, True,
-                                                    body.dimensions)
-        if body.encoding_format == "base64":
-            vectors = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]
-        data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
-        tokens = int(headers["x-compute-tokens"])
-        return JSONResponse({"object": "list", "data": data, "model": config.model,
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers=headers)
-
-    for path in ("/v1/embeddings", "/embeddings"):
-        app.post(path, tags=tag, response_model=s.OpenAIResponse,
-                 responses={k: {"model": s.OpenAIErrorResponse} for k in ERRORS},
-                 summary="OpenAI-compatible embeddings (always normalised)")(openai)
-
-    @app.post("/tokenize", tags=tag, responses=ERRORS, response_model=list[list[s.SimpleToken]],
-              summary="tokens with ids and byte offsets")
-    async def tokenize(body: s.TokenizeRequest):
-        return service.tokenize(body)
-
-    @app.post("/decode", tags=tag, responses=ERRORS, response_model=list[str], summary="text of token ids")
-    async def decode(body: s.DecodeRequest):
-        return service.decode(body)
-
-    @app.get("/info", tags=tag, response_model=s.Info, summary="the served model and the server's limits")
-    async def info():
-        return service.info()
-
-    async def health():
-        if await service.healthy():
-            return Response(status_code=200)
-        raise ApiError("unhealthy", "Unhealthy")
-
-    for path in ("/health", "/ping"):
-        app.get(path, tags=tag, responses={200: {"description": "the model answers (empty body)"},
-                                           503: {"model": s.ErrorResponse}},
-                summary="200 when the model answers")(health)
-
-    @app.get("/metrics", tags=tag, summary="Prometheus metrics")
-    async def metrics():
-        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
-
-    @app.post("/fill-mask", tags=extra, responses=ERRORS, summary="candidates for every [MASK]")
-    async def fill_mask(body: s.FillMaskRequest):
-        return reply(await service.fill_mask(body))
-
-    @app.post("/attention", tags=extra, responses=ERRORS,
-              summary="one head's attention probabilities (tokens x tokens), pairs included")
-    async def attention(body: s.AttentionRequest):
-        return reply(await service.attention(body))
-
-    async def root(request: Request):
-        """The model's own route (TEI: predict for a classifier, rerank for a reranker, embed
-        for an embedding model; an embedding model also takes ``sentence_similarity``'s body)."""
-        data = await _json(request)
-        kind = service.model_kind
-        try:
-            if kind == "reranker":
-                return reply(await service.rerank(s.RerankRequest.model_validate(data)))
-            if kind == "classifier":
-                return reply(await service.predict(s.PredictRequest.model_validate(data)))
-            if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
-                return reply(await service.similarity(s.SimilarityRequest.model_validate(data)))
-            return await embed(s.EmbedRequest.model_validate(data))
-        except ValidationError as e:
-            raise _validation(e) from None
-
-    for path in ("/", "/invocations"):
-        app.post(path, tags=tag, responses=ERRORS, summary="the model's own route (as TEI)")(root)
-
-    @app.get("/", include_in_schema=False)
-    async def page(request: Request):
-        if "text/html" not in request.headers.get("accept", ""):
-            return await health()  # TEI: GET / is the health check
-        return HTMLResponse(resources.files("bertkit.serve").joinpath("page.html").read_text("utf-8"))
-
+    routes.install(app)
     return app
 
 
-async def _json(request: Request) -> Any:
-    import json
+def load_model(config: ServeConfig):
+    """The engine serving ``config.model`` (PyTorch or OpenVINO), its choice printed."""
+    from bertkit.inference import load
 
-    try:
-        return json.loads(await request.body())
-    except ValueError as e:
-        raise ApiError(f"malformed JSON: {e}", "Validation", 400) from None
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    # One intra-op thread while loading (and quantising): the forward passes run in the
+    # batcher's worker thread, and once the main thread had run parallel work of its own
+    # (an OpenMP thread team beside the worker's, on two cores) the worker's single-sentence
+    # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
+    with torch_threads(1):
+        if config.runtime == "openvino":
+            from bertkit.inference.openvino import load_openvino, read_calibration
+
+            calibration = read_calibration(config.calibration) if config.calibration else None
+            bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
+        else:
+            bert = load(config.model, device=config.device, precision=config.precision)
+    print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
+          f"{bert.served_precision} ({bert.precision_reason})", file=sys.stderr, flush=True)
+    return bert
 
 
 def app_from_env() -> FastAPI:

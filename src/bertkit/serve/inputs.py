@@ -136,3 +136,9 @@ def left_row(tokenizer, text: str, pair: str | None, max_length: int) -> SimpleN
         ids += [*b, sep]
         types += [1] * (len(b) + 1)
     return SimpleNamespace(input_ids=ids, token_type_ids=types, num_truncated=cut)
+
+
+def no_prompts(prompt_name: str | None) -> None:
+    """TEI's ``prompt_name``: refused, bertkit models carry no sentence-transformers prompts."""
+    if prompt_name is not None:
+        raise ApiError(f"prompt_name {prompt_name!r}: this model has no sentence-transformers prompts")

@@ -1,0 +1,251 @@
+"""The routes of ``bertkit serve``, each a named handler (TEI's ``router/src/http/server.rs``
+has one per route): the request body is parsed by :mod:`bertkit.serve.schemas`, the work is
+the :class:`~bertkit.serve.app.Service`'s, the error answers are :mod:`bertkit.serve.errors`'.
+:func:`install` adds them and the error handlers to an app whose ``state.service`` is set."""
+
+from __future__ import annotations
+
+import base64
+import json
+from importlib import resources
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from bertkit.errors import InputError
+from bertkit.serve import schemas as s
+from bertkit.serve.batcher import NeverFits, QueueFull
+from bertkit.serve.errors import ApiError, from_input_error
+from bertkit.serve.inputs import no_prompts
+from bertkit.serve.metrics import CONTENT_TYPE
+
+ERRORS = {status: {"model": s.ErrorResponse} for status in (400, 413, 422, 424, 429)}
+TEI, EXTRA = ["text-embeddings-inference"], ["bertkit extras"]
+router = APIRouter()
+
+
+def service_of(request: Request):
+    """The app's :class:`~bertkit.serve.app.Service`."""
+    return request.app.state.service
+
+
+ServiceDep = Annotated[Any, Depends(service_of)]
+
+
+def reply(answer_headers) -> JSONResponse:
+    answer, headers = answer_headers
+    return JSONResponse(answer, headers=headers)
+
+
+# ------------------------------------------------------------------ TEI's routes
+@router.post("/predict", tags=TEI, responses=ERRORS, response_model=s.PREDICT_ANSWER,
+             summary="classification scores (TEI); bertkit: entities, QA spans, choices")
+async def predict(body: s.PredictRequest, service: ServiceDep):
+    return reply(await service.predict(body))
+
+
+@router.post("/rerank", tags=TEI, responses=ERRORS, response_model=list[s.Rank],
+             summary="texts ranked against a query (a one-output pair classifier)")
+async def rerank(body: s.RerankRequest, service: ServiceDep):
+    return reply(await service.rerank(body))
+
+
+@router.post("/embed", tags=TEI, responses=ERRORS, response_model=list[list[float]],
+             summary="one vector per input (normalised by default)")
+async def embed(body: s.EmbedRequest, service: ServiceDep):
+    no_prompts(body.prompt_name)
+    return reply(await service.embeddings(
+        "embed", body.inputs, field="inputs", truncate=body.truncate,
+        left=body.truncation_direction.lower() == "left", normalize=body.normalize,
+        dimensions=body.dimensions, pooling=body.pooling, layers=body.layers))
+
+
+@router.post("/embed_all", tags=TEI, responses=ERRORS, response_model=list[list[list[float]]],
+             summary="every token's last hidden state, per input")
+async def embed_all(body: s.EmbedAllRequest, service: ServiceDep):
+    return reply(await service.embed_all(body))
+
+
+@router.post("/similarity", tags=TEI, responses=ERRORS, response_model=list[float],
+             summary="cosine similarity of each sentence to the source sentence")
+async def similarity(body: s.SimilarityRequest, service: ServiceDep):
+    return reply(await service.similarity(body))
+
+
+async def openai(body: s.OpenAIRequest, service: ServiceDep):
+    """OpenAI's embeddings (``/v1/embeddings``, ``/embeddings``): always normalised."""
+    vectors, headers = await service.embeddings("openai", body.input, field="input", truncate=None,
+                                                left=False, normalize=True, dimensions=body.dimensions)
+    if body.encoding_format == "base64":
+        vectors = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]
+    data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
+    tokens = int(headers["x-compute-tokens"])
+    return JSONResponse({"object": "list", "data": data, "model": service.config.model,
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers=headers)
+
+
+for _path in ("/v1/embeddings", "/embeddings"):
+    router.post(_path, tags=TEI, response_model=s.OpenAIResponse,
+                responses={k: {"model": s.OpenAIErrorResponse} for k in ERRORS},
+                summary="OpenAI-compatible embeddings (always normalised)")(openai)
+
+
+@router.post("/tokenize", tags=TEI, responses=ERRORS, response_model=list[list[s.SimpleToken]],
+             summary="tokens with ids and byte offsets")
+async def tokenize(body: s.TokenizeRequest, service: ServiceDep):
+    return service.tokenize(body)
+
+
+@router.post("/decode", tags=TEI, responses=ERRORS, response_model=list[str], summary="text of token ids")
+async def decode(body: s.DecodeRequest, service: ServiceDep):
+    return service.decode(body)
+
+
+@router.get("/info", tags=TEI, response_model=s.Info, summary="the served model and the server's limits")
+async def info(service: ServiceDep):
+    return service.info()
+
+
+async def health(service: ServiceDep):
+    """200 (empty) when the model answers, else 503."""
+    if await service.healthy():
+        return Response(status_code=200)
+    raise ApiError("unhealthy", "Unhealthy")
+
+
+for _path in ("/health", "/ping"):
+    router.get(_path, tags=TEI, responses={200: {"description": "the model answers (empty body)"},
+                                           503: {"model": s.ErrorResponse}},
+               summary="200 when the model answers")(health)
+
+
+@router.get("/metrics", tags=TEI, summary="Prometheus metrics")
+async def metrics(service: ServiceDep):
+    return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+
+async def own_route(request: Request, service: ServiceDep):
+    """The model's own route (TEI: predict for a classifier, rerank for a reranker, embed for
+    an embedding model; an embedding model also takes ``sentence_similarity``'s body)."""
+    data = await _json(request)
+    kind = service.model_kind
+    try:
+        if kind == "reranker":
+            return reply(await service.rerank(s.RerankRequest.model_validate(data)))
+        if kind == "classifier":
+            return reply(await service.predict(s.PredictRequest.model_validate(data)))
+        if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
+            return reply(await service.similarity(s.SimilarityRequest.model_validate(data)))
+        return await embed(s.EmbedRequest.model_validate(data), service)
+    except ValidationError as e:
+        raise validation_error(e) from None
+
+
+for _path in ("/", "/invocations"):
+    router.post(_path, tags=TEI, responses=ERRORS, summary="the model's own route (as TEI)")(own_route)
+
+
+# ------------------------------------------------------------------ bertkit's extras
+@router.post("/fill-mask", tags=EXTRA, responses=ERRORS, summary="candidates for every [MASK]")
+async def fill_mask(body: s.FillMaskRequest, service: ServiceDep):
+    return reply(await service.fill_mask(body))
+
+
+@router.post("/attention", tags=EXTRA, responses=ERRORS,
+             summary="one head's attention probabilities (tokens x tokens), pairs included")
+async def attention(body: s.AttentionRequest, service: ServiceDep):
+    return reply(await service.attention(body))
+
+
+@router.get("/", include_in_schema=False)
+async def page(request: Request, service: ServiceDep):
+    """The page, for a browser; TEI's health answer for every other client."""
+    if "text/html" not in request.headers.get("accept", ""):
+        return await health(service)
+    return HTMLResponse(resources.files("bertkit.serve").joinpath("page.html").read_text("utf-8"))
+
+
+# ------------------------------------------------------------------ error answers
+def fail(request: Request, error: ApiError) -> JSONResponse:
+    request.app.state.service.metrics.failure.labels(error.error_type).inc()
+    return JSONResponse(error.body(request.url.path), status_code=error.status, headers=error.headers)
+
+
+async def on_api_error(request: Request, exc: ApiError):
+    return fail(request, exc)
+
+
+async def on_validation(request: Request, exc: RequestValidationError):
+    return fail(request, validation_error(exc))
+
+
+async def on_input(request: Request, exc: InputError):
+    return fail(request, from_input_error(exc))
+
+
+async def on_full(request: Request, exc: QueueFull):
+    return fail(request, ApiError(str(exc), "Overloaded", headers={"Retry-After": "1"}))
+
+
+async def on_never(request: Request, exc: NeverFits):
+    return fail(request, ApiError(str(exc), "Validation", 413))
+
+
+async def on_http(request: Request, exc: StarletteHTTPException):
+    kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "Validation")
+    message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on "
+               f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
+    if exc.status_code == 400 and str(exc.detail) == "There was an error parsing the body":
+        message = await _unreadable_body(request)
+    return fail(request, ApiError(message, kind, exc.status_code, getattr(exc, "headers", None)))
+
+
+HANDLERS = {ApiError: on_api_error, RequestValidationError: on_validation, InputError: on_input,
+            QueueFull: on_full, NeverFits: on_never, StarletteHTTPException: on_http}
+
+
+def install(app: FastAPI) -> None:
+    """The error answers and the routes, on ``app``."""
+    for kind, handler in HANDLERS.items():
+        app.add_exception_handler(kind, handler)
+    app.include_router(router)
+
+
+def validation_error(exc: Exception) -> ApiError:
+    """FastAPI's or pydantic's validation error as an :class:`ApiError` (400 bad JSON, else 422
+    naming each field)."""
+    errors = exc.errors()
+    bad_json = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if bad_json is not None:
+        return ApiError(f"malformed JSON: {bad_json.get('ctx', {}).get('error', bad_json.get('msg'))}",
+                        "Validation", 400)
+    parts = []
+    for e in errors:
+        location = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{location}: {e.get('msg')}")
+    return ApiError("; ".join(dict.fromkeys(parts)), "Validation")
+
+
+async def _unreadable_body(request: Request) -> str:
+    """Why FastAPI could not parse a body (it says only "There was an error parsing the body")."""
+    body = await request.body()
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return (f"the body is not UTF-8 (byte {e.start}: 0x{body[e.start]:02x}); send JSON "
+                "encoded as UTF-8")
+    return "the body could not be parsed as JSON (nested too deeply, or not JSON)"
+
+
+async def _json(request: Request) -> Any:
+    try:
+        return json.loads(await request.body())
+    except ValueError as e:
+        raise ApiError(f"malformed JSON: {e}", "Validation", 400) from None
+
+
