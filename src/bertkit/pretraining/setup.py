@@ -113,13 +113,13 @@ def _overrides(config: PretrainConfig, vocab_size: int) -> dict:
     return values
 
 
-def build_model(config: PretrainConfig, vocab_size: int, seq_len: int):
+def build_model(config: PretrainConfig, vocab_size: int, seq_len: int, tokenizer=None):
     from bertkit.model import BertForMaskedLM, BertForPreTraining
 
     cls = BertForPreTraining if config.objective == "mlm+nsp" else BertForMaskedLM
     overrides = _overrides(config, vocab_size)
     if config.init_from:
-        model = _from_init(cls, config.init_from, overrides)
+        model = _from_init(cls, config.init_from, overrides, tokenizer)
     else:
         if config.model_config:
             base = BertConfig.from_json(config.model_config).to_dict()
@@ -136,13 +136,47 @@ def build_model(config: PretrainConfig, vocab_size: int, seq_len: int):
     return model.train()
 
 
-def _from_init(cls, init_from: str, overrides: dict):
+def _from_init(cls, init_from: str, overrides: dict, tokenizer=None):
     from bertkit.checkpoint import load_pretrained
-    from bertkit.training import CheckpointManager, check_model_shape
 
     kind, path = init_source(init_from)
     if kind == "model":
-        return load_pretrained(path, model_class=cls, config_overrides=overrides)
+        theirs = _init_tokenizer(path)
+        if tokenizer is None or theirs is None or theirs.vocab.tokens == tokenizer.vocab.tokens:
+            return load_pretrained(path, model_class=cls, config_overrides=overrides)
+        return _with_vocabulary(cls, path, overrides, theirs, tokenizer)
+    return _from_checkpoint(cls, path, overrides)
+
+
+def _init_tokenizer(path: Path):
+    """The tokenizer saved in the ``--init-from`` model directory (None when it has none)."""
+    from bertkit.checkpoint import load_tokenizer
+
+    try:
+        return load_tokenizer(path)
+    except CheckpointError:
+        return None
+
+
+def _with_vocabulary(cls, path: Path, overrides: dict, theirs, tokenizer):
+    """The ``--init-from`` model with the data's vocabulary: the rows of the tokens both
+    vocabularies share are kept, a new token's row is the mean of its pieces' rows under the
+    model's own vocabulary (:func:`bertkit.model.vocab_growth.remap_vocabulary`). The counts
+    are left in ``model.vocab_remap`` (logged by the run)."""
+    from bertkit.checkpoint import load_pretrained
+    from bertkit.model.vocab_growth import remap_vocabulary
+
+    own = {k: v for k, v in overrides.items() if k != "vocab_size"}
+    model = load_pretrained(path, model_class=cls, config_overrides=own)
+    kept, new = remap_vocabulary(model, theirs, tokenizer.vocab.tokens)
+    model.vocab_remap = {"init_vocab_size": len(theirs), "vocab_size": len(tokenizer),
+                         "rows_kept": kept, "new_tokens": new}
+    return model
+
+
+def _from_checkpoint(cls, path: Path, overrides: dict):
+    from bertkit.training import CheckpointManager, check_model_shape
+
     state = CheckpointManager(path.parent).load(path)
     model = cls(BertConfig.from_dict({**state["extra"]["model_config"], **overrides}))
     check_model_shape(model, state["model"], str(path), strict=False)

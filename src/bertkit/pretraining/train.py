@@ -210,7 +210,7 @@ def _set_up(config: PretrainConfig, ctx: dist.DistContext) -> _Run:
     train_data, eval_data = open_datasets(config)
     tokenizer = build_tokenizer(config, train_data.meta)
     torch.manual_seed(config.seed)
-    model = build_model(config, len(tokenizer), train_data.max_seq_length)
+    model = build_model(config, len(tokenizer), train_data.max_seq_length, tokenizer)
     model.to(ctx.device).train()
     torch.manual_seed(config.seed + ctx.rank)  # dropout differs between ranks
     # --precision auto: bf16 on CPUs with native bf16 for a model wide enough to gain from
@@ -331,6 +331,12 @@ def _record_settings(run: _Run, records: _Records, step: int) -> None:
         else:
             records.tb = SummaryWriter(str(run.out / "tensorboard"))
     records.log(step=step, event="precision", **run.precision_note)
+    remap = getattr(run.model, "vocab_remap", None)
+    if remap:  # --init-from a model of another vocabulary (pretraining/setup.py)
+        records.log(step=step, event="vocabulary", note=(
+            f"--init-from vocabulary {remap['init_vocab_size']:,} -> {remap['vocab_size']:,} tokens: "
+            f"{remap['rows_kept']:,} shared tokens keep their rows, {remap['new_tokens']:,} new "
+            "tokens start from the mean of their pieces' rows"), **remap)
     if run.budget is not None:
         records.log(step=step, event="budget", **run.budget.describe())
 

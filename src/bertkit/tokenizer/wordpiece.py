@@ -30,7 +30,9 @@ class WordPiece(dict):
             self[word] = result
         return result
 
-    def segment(self, word: str) -> tuple[tuple[int, ...], ...]:
+    def segment(self, word: str, continuation: bool = False) -> tuple[tuple[int, ...], ...]:
+        """Segment ``word``; with ``continuation`` it continues a word, so its first piece is
+        a ``##`` piece too (how a ``##`` token splits under a vocabulary)."""
         n = len(word)
         if n > self.max_input_chars_per_word:
             return (self.unk_id,), (0,), (n,)
@@ -41,7 +43,7 @@ class WordPiece(dict):
         start = 0
         while start < n:
             end = min(n, start + self.max_piece_chars)
-            prefix = "##" if start else ""
+            prefix = "##" if start or continuation else ""
             while end > start:
                 piece_id = vocab.get(prefix + word[start:end])
                 if piece_id is not None:
