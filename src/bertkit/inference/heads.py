@@ -215,7 +215,7 @@ class TaskInference:
 
     def _text_windows(self, text: str, pair: str | None, long_text: LongText, on_overflow: str):
         """``(rows, truncated)``: the windows of a text (pair) as model rows; a second text cut
-        to fit is ``truncated`` (413 with ``on_overflow="error"``)."""
+        to fit is ``truncated`` (a ``too_long`` InputError with ``on_overflow="error"``)."""
         tok = self.tokenizer
         try:
             windows, cut = text_windows(tok, tok.text_to_ids(text),
@@ -403,7 +403,7 @@ class TaskInference:
                   on_overflow: str = "error"):
         """``(tokens, matrix (T, T))``: one head's attention probabilities for ``text``. ``head``
         counts the heads the layer kept (a pruned layer has fewer). A text longer than the
-        model's limit is a 413 InputError (``on_overflow="error"``: a map of a cut text must not
+        model's limit is a ``too_long`` InputError (``on_overflow="error"``: a map of a cut text must not
         pass for the whole), or is cut with a warning saying how many tokens went
         (``"truncate"``)."""
         import warnings

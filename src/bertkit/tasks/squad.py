@@ -39,16 +39,17 @@ from bertkit.tasks.squad_postprocess import (
     SquadPredictions,
     apply_null_threshold,
     postprocess_squad,
+    usable_threshold,
     write_prediction_files,
 )
+from bertkit.tasks.task_options import SQUAD_DEFAULTS
 
 # F1 points over abstaining on every question below which a v2.0 model has not learned to answer
 NO_GAIN = 1.0
 
 __all__ = ["SquadTask", "create_task", "dataset_json", "split_articles", "usable_threshold"]
 
-_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
-             "max_answer_length": 30, "null_score_diff_threshold": 0.0}
+_DEFAULTS = SQUAD_DEFAULTS
 
 
 class SquadTask(Task):
@@ -101,8 +102,9 @@ class SquadTask(Task):
         try:
             check_window_settings(max_seq_length, s["doc_stride"], s["max_query_length"])
         except ValueError as e:
-            raise BertkitError(f"{self.name}: {e} (SQuAD uses --max-seq-length 384 with "
-                               "doc_stride 128 and max_query_length 64)") from None
+            raise BertkitError(f"{self.name}: {e} (SQuAD uses --max-seq-length "
+                               f"{self.default_max_seq_length} with doc_stride {_DEFAULTS['doc_stride']} "
+                               f"and max_query_length {_DEFAULTS['max_query_length']})") from None
         labelled = train or any(ex.answers for ex in examples)
         return featurize_squad(tokenizer, examples, max_seq_length, s["doc_stride"],
                                s["max_query_length"], with_positions=labelled)
@@ -218,19 +220,6 @@ def dataset_json(examples: Sequence[SquadExample]) -> dict:
     return {"data": [{"paragraphs": [{"qas": qas}]}]}
 
 
-def usable_threshold(dataset: dict, predictions: SquadPredictions, result: dict) -> float:
-    """The best-F1 null threshold as a value to apply (answer iff ``null_odds <= t``).
-
-    The official search reports 0.0 when abstaining everywhere scores best, which is right
-    for probabilities but not for null odds (0.0 may answer everything): then the
-    threshold returned lies below every null odds.
-    """
-    threshold = float(result["best_f1_thresh"])
-    at = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds, threshold,
-                        version="v2.0")
-    if at["f1"] < result["best_f1"] - 1e-9:
-        threshold = min(predictions.null_odds.values()) - 1.0
-    return threshold
 
 
 def split_articles(path: str | Path, out_dir: str | Path, eval_fraction: float = 1 / 3,

@@ -29,10 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.fileio import atomic_write
+from bertkit.metrics import squad_evaluate
 from bertkit.tasks.formats.squad import SquadExample
 from bertkit.tasks.squad_features import SquadWindow
 
-__all__ = ["SquadPredictions", "apply_null_threshold", "postprocess_squad", "write_prediction_files"]
+__all__ = ["SquadPredictions", "apply_null_threshold", "postprocess_squad", "usable_threshold",
+           "write_prediction_files"]
 
 
 @dataclass
@@ -166,3 +168,18 @@ def write_prediction_files(predictions: SquadPredictions, directory: str | Path)
             f.write("\n")
         written.append(directory / name)
     return written
+
+
+def usable_threshold(dataset: dict, predictions: SquadPredictions, result: dict) -> float:
+    """The best-F1 null threshold as a value to apply (answer iff ``null_odds <= t``).
+
+    The official search reports 0.0 when abstaining everywhere scores best, which is right
+    for probabilities but not for null odds (0.0 may answer everything): then the
+    threshold returned lies below every null odds.
+    """
+    threshold = float(result["best_f1_thresh"])
+    at = squad_evaluate(dataset, predictions.best_non_null, predictions.null_odds, threshold,
+                        version="v2.0")
+    if at["f1"] < result["best_f1"] - 1e-9:
+        threshold = min(predictions.null_odds.values()) - 1.0
+    return threshold

@@ -20,6 +20,10 @@ from typing import Any
 from bertkit.errors import BertkitError
 from bertkit.options import comma_list, element_type, field_type, option, range_error
 
+# SQuAD's settings as google-research/bert's run_squad.py has them (the one home of each)
+SQUAD_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
+                  "max_answer_length": 30, "null_score_diff_threshold": 0.0}
+
 
 @dataclasses.dataclass
 class TaskOptions:
@@ -67,13 +71,16 @@ class TaskOptions:
                                       choices=("mean", "max"))
     # SQuAD (tasks/squad.py)
     doc_stride: int | None = option(None, "tokens between the starts of a context's windows "
-                                          "(default: 128)", ge=1)
-    max_query_length: int | None = option(None, "question tokens kept (default: 64)", ge=1)
-    n_best_size: int | None = option(None, "start/end candidates per window (default: 20)", ge=1)
-    max_answer_length: int | None = option(None, "longest answer in tokens (default: 30)", ge=1)
+                                          f"(default: {SQUAD_DEFAULTS['doc_stride']})", ge=1)
+    max_query_length: int | None = option(
+        None, f"question tokens kept (default: {SQUAD_DEFAULTS['max_query_length']})", ge=1)
+    n_best_size: int | None = option(
+        None, f"start/end candidates per window (default: {SQUAD_DEFAULTS['n_best_size']})", ge=1)
+    max_answer_length: int | None = option(
+        None, f"longest answer in tokens (default: {SQUAD_DEFAULTS['max_answer_length']})", ge=1)
     null_score_diff_threshold: float | None = option(
         None, "SQuAD v2.0: answer only when the best span beats no-answer by more than this "
-              "(default: 0, or the value tuned on dev)")
+              f"(default: {SQUAD_DEFAULTS['null_score_diff_threshold']:g}, or the value tuned on dev)")
 
 
 GROUPS = {  # help group -> the fields shown in it
