@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
         from bertkit.cpu import keep_freed_memory
 
         keep_freed_memory()  # process-wide: the same allocator for all contenders
-    from bertkit.training.precision import cpu_bf16_support
+    from bertkit.cpu import cpu_bf16_support
 
     names = args.contenders.split(",")
     precisions = args.precision.split(",")

@@ -2,7 +2,7 @@
 export-onnx, quantize, downstream, compare-downstream, distill, prune, attention, plot,
 --budget, --long-text window, kill -9 and resume) against this tree.
 
-Usage: ``python bench/robustness_cases_new.py [SCRATCH_DIR] [--only 9,10,...] [--jobs 2]``
+Usage: ``python bench/robustness_cases_2.py [SCRATCH_DIR] [--only 9,10,...] [--jobs 2]``
 (needs ``../shared/data`` beside the repository). Same machinery and verdicts as
 ``bench/robustness_cases.py`` (CLEAR ERROR, UNCLEAR ERROR, SILENT WRONG, WARNED, OK, TRACEBACK,
 HANG, CRASH, FAILED when an "ok" case did not do what it should); HTTP cases start a real

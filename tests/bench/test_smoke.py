@@ -1,0 +1,44 @@
+"""Every benchmark kept current (bench/README.md) runs, at a tiny shape, in seconds: a moved
+module or a changed signature can never again break one unseen (bench/pretrain.py once failed
+at its start for days). These check that a script runs and prints its table, not its figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 300
+
+RUNS = {
+    "pretrain": ["--sizes", "tiny", "--seq", "16", "--batch", "2", "--steps", "1", "--warmup", "0",
+                 "--vocab", "2000", "--contenders", "bertkit", "--precision", "fp32"],
+    "int8_kernels": ["--rows", "1,8", "--rounds", "1", "--seconds", "0.01", "--threads", "1"],
+    "precision_crossover": ["--sizes", "tiny", "--shapes", "1x16", "--train-shape", "2x16",
+                            "--rounds", "1", "--min-time", "0.01"],
+    "inference": ["--shapes", "tiny", "--seq-len", "16", "--batch-sizes", "2", "--rounds", "1",
+                  "--min-time", "0.01", "--text-limit", "8", "--no-eager", "--threads", "1"],
+}
+PRINTS = {"pretrain": "bertkit", "int8_kernels": "x86/onednn", "precision_crossover": "fp32/bf16",
+          "inference": "seq/s"}
+
+
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_a_benchmark_runs_at_a_tiny_shape(script):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), *RUNS[script]],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert PRINTS[script] in done.stdout, done.stdout[-2000:]
+
+
+@pytest.mark.parametrize("script", ["accuracy", "finetune_precision", "model_speed", "serve",
+                                    "tokenizer", "tokenizer_train", "doors", "linear_probe"])
+def test_a_benchmark_answers_help(script):
+    """The heavier ones (real models, data or servers): at least their imports and flags."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), "--help"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0 and "usage" in done.stdout, done.stderr[-2000:]
