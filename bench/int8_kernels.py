@@ -1,6 +1,6 @@
 """One dynamic INT8 linear layer packed for PyTorch's ``onednn`` and ``x86`` (fbgemm)
 engines, timed side by side at a range of input rows: the measurement behind
-``bertkit.modeldir.int8.small_rows`` (docs/serving.md, "The INT8 kernels").
+``bertkit.modeldir.int8.small_rows`` (docs/serving-results.md, "The INT8 kernels").
 
     python bench/int8_kernels.py                       # Tiny, Mini and Base layer shapes
     python bench/int8_kernels.py --rows 1,24,256,1024 --threads 2

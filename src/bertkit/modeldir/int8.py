@@ -45,12 +45,12 @@ from bertkit.precision import RESOLVED, check
 INT8_FILE = "model.int8.safetensors"
 PRECISION_KEY = "bertkit_precision"
 # Kernels the INT8 layers are packed for where this PyTorch has them: on the Intel Xeon of
-# docs/serving.md, 6-21% faster than the x86 default on BERT-Base, with the same accuracy.
+# docs/serving-results.md, 6-21% faster than the x86 default on BERT-Base, with the same accuracy.
 # BERTKIT_INT8_ENGINE picks another (x86, fbgemm) where that is faster.
 INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
 # Inputs of at most this many rows (batch x tokens) run on SMALL_ENGINE's kernels, packed as
 # a second copy of each layer's int8 weights; per CPU class (bertkit.cpu.cpu_class), as
-# bench/int8_kernels.py measured it per layer (docs/serving.md, "The INT8 kernels"):
+# bench/int8_kernels.py measured it per layer (docs/serving-results.md, "The INT8 kernels"):
 # * avx2 (AMD EPYC): x86 takes 0.28-0.53x onednn's time at 1-8 rows, 0.45-0.77x at 24-64,
 #   0.74-0.94x at 128, even at 256, 1.02-1.13x at 1,024-4,096;
 # * amx (Intel Xeon): onednn runs on AMX; x86 takes 0.40-0.82x its time at 1-8 rows, 0.40-1.00
