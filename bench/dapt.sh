@@ -22,6 +22,7 @@
 #                      elsewhere): bertkit downstream with the same lrs and seeds, per row
 #   STAGES="task data pretrain finetune glue table"   the stages to run, in this order
 #   BERTKIT=.venv/bin/bertkit PYTHON=.venv/bin/python
+#   RECIPE=bench/recipes/NAME.env                  a file of these settings (VAR=value lines)
 #
 # Every stage resumes: re-run the same line after an interruption (the task and data are
 # skipped once written, pretrain --resume keeps its budget plan and time spent, a finished
@@ -33,6 +34,10 @@
 # machine and the precision. One torch thread per process (OMP_NUM_THREADS, default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -n "${RECIPE:-}" ]; then  # a recipe file (bench/recipes/*.env) sets any of the settings above
+  [ -f "$RECIPE" ] || { echo "dapt.sh: RECIPE: no file '$RECIPE'" >&2; exit 2; }
+  source "$RECIPE"
+fi
 OUT=${1:-runs/dapt}
 BUDGET=${2:-30m}
 DATA=../shared/data

@@ -11,8 +11,10 @@
 #
 # ROW: bert (mlm+nsp), nonsp (mlm), ltr (left-to-right LM), none (random init, fine-tuned
 #      only), bert-tiny (the shared BERT-Tiny checkpoint, fine-tuned only), or all.
-# Options (defaults: the run in docs/budget-pretraining.md, whose BERT row gave STS-B 73.5
+# Options (defaults: bench/recipes/table5.env, the run in docs/budget-pretraining.md, whose BERT row gave STS-B 73.5
 # once; a bf16 re-run gave 31.6, so that figure is not reproduced):
+#   --recipe FILE          a recipe file (bench/recipes/*.env: VAR=value lines) replacing the
+#                          defaults; the other flags replace the recipe's values
 #   --out DIR              run folder (default runs/table5)
 #   --seed S               pre-training seed: stage 1 uses S, stage 2 S+1 (default 0: the
 #                          docs' run, whose stage 1 ran with the default seed 0, stage 2 seed 1)
@@ -51,13 +53,21 @@ ROW=$1; shift
 case "$ROW" in bert|nonsp|ltr|none|bert-tiny|all) ;;
   *) echo "table5.sh: unknown row '$ROW' (bert, nonsp, ltr, none, bert-tiny, all)" >&2; exit 2 ;;
 esac
-OUT=runs/table5 SEED=0 PRECISION=auto FT_PRECISION=auto STAGE1= STAGE2= SIZE=tiny LR=1e-3
-TASKS=sst2,mrpc,stsb,rte,cola LRS=3e-4,1e-3 FT_SEEDS=1,2 EPOCHS=3 MAX_TRAIN=5000 PROBE=stsb
-MAX_DOCS= DUPE=5 WORKERS=2
+# the defaults are a recipe file; a --recipe FILE replaces them, the other flags the recipe's
+source bench/recipes/table5.env
+RECIPE=
+ARGS=("$@")
+for ((i = 0; i < ${#ARGS[@]}; i++)); do
+  if [ "${ARGS[i]}" = --recipe ]; then
+    RECIPE=${ARGS[i+1]:-}
+    [ -f "$RECIPE" ] || { echo "table5.sh: --recipe: no file '$RECIPE'" >&2; exit 2; }
+    source "$RECIPE"
+  fi
+done
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "table5.sh: $1 needs a value" >&2; exit 2; }
   case "$1" in
-    --out) OUT=$2 ;; --seed) SEED=$2 ;; --precision) PRECISION=$2 ;;
+    --recipe) ;; --out) OUT=$2 ;; --seed) SEED=$2 ;; --precision) PRECISION=$2 ;;
     --ft-precision) FT_PRECISION=$2 ;; --stage1) STAGE1=$2 ;; --stage2) STAGE2=$2 ;;
     --size) SIZE=$2 ;; --lr) LR=$2 ;; --tasks) TASKS=$2 ;; --lrs) LRS=$2 ;;
     --ft-seeds) FT_SEEDS=$2 ;; --epochs) EPOCHS=$2 ;; --max-train-examples) MAX_TRAIN=$2 ;;
@@ -73,7 +83,7 @@ BERTKIT=${BERTKIT:-.venv/bin/bertkit}
 PYTHON=${PYTHON:-.venv/bin/python}
 VOCAB=$DATA/vocab/bert-base-uncased-vocab.txt
 mkdir -p "$OUT/corpus"
-printf '%s\n' "$(date -u +%FT%TZ) bash bench/table5.sh $ROW --out $OUT --seed $SEED --precision $PRECISION --ft-precision $FT_PRECISION --stage1 ${STAGE1:-default} --stage2 ${STAGE2:-default} --size $SIZE --lr $LR --tasks $TASKS --lrs $LRS --ft-seeds $FT_SEEDS --epochs $EPOCHS --max-train-examples $MAX_TRAIN --probe '$PROBE' --max-docs ${MAX_DOCS:-all} --dupe-factor $DUPE" >> "$OUT/commands.txt"
+printf '%s\n' "$(date -u +%FT%TZ) bash bench/table5.sh $ROW ${RECIPE:+--recipe $RECIPE }--out $OUT --seed $SEED --precision $PRECISION --ft-precision $FT_PRECISION --stage1 ${STAGE1:-default} --stage2 ${STAGE2:-default} --size $SIZE --lr $LR --tasks $TASKS --lrs $LRS --ft-seeds $FT_SEEDS --epochs $EPOCHS --max-train-examples $MAX_TRAIN --probe '$PROBE' --max-docs ${MAX_DOCS:-all} --dupe-factor $DUPE" >> "$OUT/commands.txt"
 $PYTHON bench/machine.py --append "$OUT/machine.jsonl" --note "table5.sh $ROW"
 length() { case "$1" in *[a-z]*) echo "--budget $1" ;; *) echo "--steps $1" ;; esac; }
 
