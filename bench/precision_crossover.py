@@ -2,8 +2,10 @@
 
 For each preset (tiny .. base), in one process, interleaved rounds (best of ``--rounds``):
 * inference: the encoder's forward pass (``torch.inference_mode``) at each ``--shapes``
-  batch x tokens, fp32 weights as they are against bf16 under :func:`bertkit.precision.autocast`
-  (the route ``--precision bf16`` takes);
+  batch x tokens, fp32 weights as they are against bf16 as the engine runs it
+  (:func:`bertkit.modeldir.int8.prepare`: linear weights stored in bf16, under
+  :func:`bertkit.precision.autocast`; ``--autocast-only`` keeps fp32 weights cast at every
+  forward, the route before issue 33);
 * training: one fine-tuning step (sequence classification, forward + backward + AdamW) at
   ``--train-shape``, fp32 against bf16 autocast (the route ``finetune --precision bf16`` takes).
 
@@ -17,6 +19,7 @@ rows as JSON to ``--output``::
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -27,6 +30,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.cpu import bound_onednn_cache
 from bertkit.model.task_models import BertForSequenceClassification
+from bertkit.modeldir.int8 import prepare
 from bertkit.precision import autocast
 
 
@@ -87,12 +91,17 @@ def training_fn(model, precision: str, shape: tuple[int, int], varlen: bool):
     return run
 
 
-def measure(size: str, workload: str, shape, rounds: int, min_time: float, varlen: bool) -> dict:
+def measure(size: str, workload: str, shape, rounds: int, min_time: float, varlen: bool,
+            autocast_only: bool = False) -> dict:
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig.preset(size, vocab_size=30522), num_labels=2)
     model.train(workload == "train")
-    make = training_fn if workload == "train" else inference_fn
-    fns = {p: make(model, p, shape, varlen) for p in ("fp32", "bf16")}
+    if workload == "train":
+        fns = {p: training_fn(model, p, shape, varlen) for p in ("fp32", "bf16")}
+    else:
+        half = model if autocast_only else prepare(copy.deepcopy(model), "bf16")
+        fns = {"fp32": inference_fn(model, "fp32", shape, varlen),
+               "bf16": inference_fn(half, "bf16", shape, varlen)}
     best = {p: float("inf") for p in fns}
     for _ in range(rounds):
         for p, fn in fns.items():
@@ -111,6 +120,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--autocast-only", action="store_true",
+                        help="inference in bf16 with fp32 weights cast at every forward pass")
     parser.add_argument("--fixed", action="store_true",
                         help="one sequence length per workload (default: 15 lengths in turn)")
     parser.add_argument("--output", type=Path)
@@ -129,7 +140,8 @@ def main(argv=None) -> int:
         work = [("inference", parse_shape(s)) for s in args.shapes.split(",")]
         work.append(("train", parse_shape(args.train_shape)))
         for workload, shape in work:
-            row = measure(size, workload, shape, args.rounds, args.min_time, not args.fixed)
+            row = measure(size, workload, shape, args.rounds, args.min_time, not args.fixed,
+                          args.autocast_only)
             row["auto"] = resolve("auto", "cpu", hidden_size=hidden, training=workload == "train")[0]
             rows.append(row)
             print(f"{size:7s} {workload:9s} {row['shape']:11s} fp32 {row['fp32_ms']:9.2f} ms  "

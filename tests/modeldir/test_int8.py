@@ -188,3 +188,28 @@ def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cp
     monkeypatch.setenv("BERTKIT_INT8_SMALL_ROWS", "many")
     with pytest.raises(BertkitError, match="BERTKIT_INT8_SMALL_ROWS"):
         int8.small_rows()
+
+
+def test_bf16_inference_stores_linear_weights_in_bf16_with_the_same_answers(tmp_path):
+    """prepare(model, "bf16") keeps no fp32 copy to cast at every forward pass: its linear
+    layers hold bf16 weights (the tied masked-LM decoder stays on the fp32 embeddings), and it
+    answers exactly as autocast over the fp32 weights does."""
+    import copy
+
+    from bertkit.modeldir.int8 import prepare
+    from bertkit.precision import autocast
+
+    model = load_model(make_task_model(tmp_path, "mlm"))
+    ids = torch.tensor([[2, 5, 6, 7, 4, 9, 16, 3], [2, 21, 23, 25, 4, 3, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.inference_mode(), autocast("bf16"):
+        expected = model(ids, None, mask).logits.float()
+    half = prepare(copy.deepcopy(model), "bf16")
+    assert half.bert.encoder.layer[0].attention.self.qkv.weight.dtype == torch.bfloat16
+    assert half.mlm_head.decoder.weight.dtype == torch.float32
+    assert half.mlm_head.decoder.weight is half.bert.embeddings.word_embeddings.weight
+    with torch.inference_mode(), autocast("bf16"):
+        assert torch.equal(half(ids, None, mask).logits.float(), expected)
+    with pytest.raises(BertkitError, match="stored in BF16; it runs at precision bf16, not fp32"):
+        prepare(half, "fp32")
+    assert prepare(half, "bf16") is half
