@@ -54,3 +54,26 @@ def test_tokenizer_train_never_replaces_its_corpus(tmp_path, capsys):
                  "--output", str(corpus)])
     assert code == 1 and "would overwrite the --corpus" in capsys.readouterr().err
     assert corpus.read_text() == text
+
+
+def test_an_output_inside_an_input_directory_is_refused(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    link = tmp_path / "link"
+    link.symlink_to(model)
+    for output in (model / "model.safetensors", model / "new.onnx", link / "sub" / "dir"):
+        with pytest.raises(BertkitError, match=f"^--out {output} lies inside the MODEL_DIR {model}: "
+                                               "choose another --out$"):
+            check_not_input(output, model, "--out", "MODEL_DIR")
+    check_not_input(tmp_path / "model.onnx", model, "--out", "MODEL_DIR")  # beside it: fine
+    assert (model / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_overwrite_never_replaces_a_directory_that_holds_an_input(tmp_path):
+    base = tmp_path / "runs" / "base"
+    base.mkdir(parents=True)
+    check_not_input(tmp_path / "runs", base, "--out", "--model")  # nothing is deleted without it
+    with pytest.raises(BertkitError, match=f"^--out {tmp_path / 'runs'} holds the --model {base}: "
+                                           "--overwrite would delete it; choose another --out$"):
+        check_not_input(tmp_path / "runs", base, "--out", "--model", overwrite=True)

@@ -129,11 +129,14 @@ def check_writable(path: str | Path, what: str = "output", directory: bool = Fal
 
 
 def check_not_input(output: str | Path, inputs, option: str = "--output",
-                    input_option: str = "--input") -> None:
-    """The rule of every command: an output file never names (or, through a link, is) one of
-    its input files (``tokenizer train --output CORPUS`` would replace the corpus by the
-    vocabulary). A BertkitError names both options. Model directories updated in place
-    (``convert``, ``quantize``, ``prune`` onto their source) are a different thing, allowed."""
+                    input_option: str = "--input", overwrite: bool = False) -> None:
+    """The one rule for outputs, run by every command before any work: an output never names
+    (or, through a link, is) one of its inputs (``tokenizer train --output CORPUS`` would
+    replace the corpus by the vocabulary), never lies inside an input directory (``export-onnx
+    D --out D/model.safetensors``, ``quantize D --out D``: the model read would be changed or
+    torn), and, when ``overwrite`` (the old contents of ``output`` are removed), never holds an
+    input (``finetune --model runs/base --out runs --overwrite``). A one-line BertkitError
+    names both options and both paths, as given."""
     out = Path(output).resolve()
     for item in [inputs] if isinstance(inputs, (str, Path)) else inputs:
         source = Path(item).resolve()
@@ -141,6 +144,12 @@ def check_not_input(output: str | Path, inputs, option: str = "--output",
         if same:
             raise BertkitError(f"{option} {output} would overwrite the {input_option} {item}: "
                                f"choose another {option}")
+        if source.is_dir() and out.is_relative_to(source):
+            raise BertkitError(f"{option} {output} lies inside the {input_option} {item}: "
+                               f"choose another {option}")
+        if overwrite and source.is_relative_to(out):
+            raise BertkitError(f"{option} {output} holds the {input_option} {item}: "
+                               f"--overwrite would delete it; choose another {option}")
 
 
 def remove_temp_files(directory: str | Path) -> list[Path]:

@@ -368,3 +368,24 @@ def test_a_killed_runs_student_copy_is_replaced_and_removed(teacher, toy_dir, tm
     distill(get_task("sst2"), toy_dir, out, cfg, FinetuneConfig(**{**FAST, "epochs": 1}))
     assert not leftover.exists() and (out / "results.json").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing beside --out
+
+
+def test_distill_never_replaces_its_teacher_or_student(teacher, toy_dir, tmp_path, capsys):
+    """Case 400: ``--teacher D --out D --overwrite`` replaced the teacher by the student."""
+    import shutil
+
+    copy = shutil.copytree(teacher, tmp_path / "teacher")
+    before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    common = ["--data", str(toy_dir), "--epochs", "1", "--max-seq-length", "32", "--no-progress",
+              "--overwrite"]
+    assert main(["distill", "sst2", "--teacher", str(copy), "--student-layers", "1",
+                 "--out", str(copy), *common]) == 1
+    assert capsys.readouterr().err == (f"bertkit: error: --out {copy} would overwrite the "
+                                       f"--teacher {copy}: choose another --out\n")
+    student = make_model(tmp_path / "student")
+    assert main(["distill", "sst2", "--teacher", str(copy), "--student", str(student),
+                 "--out", str(student), *common]) == 1
+    assert capsys.readouterr().err == (f"bertkit: error: --out {student} would overwrite the "
+                                       f"--student {student}: choose another --out\n")
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+    assert (student / "config.json").is_file()

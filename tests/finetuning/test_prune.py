@@ -67,3 +67,24 @@ def test_a_model_without_a_trained_head_is_refused(model_dir, toy_dir, tmp_path,
                  "--out", str(tmp_path / "x"), "--no-progress"])
     assert code == 1
     assert "no trained sst2 head" in capsys.readouterr().err
+
+
+def test_prune_replaces_another_model_only_with_overwrite_and_as_a_whole(trained, toy_dir, tmp_path, capsys):
+    """Case 410: the pruned model was written over another one, whose results.json stayed."""
+    import shutil
+
+    other = shutil.copytree(trained, tmp_path / "other")
+    before = {p.name: p.read_bytes() for p in other.iterdir() if p.is_file()}
+    argv = ["prune", str(trained), "--task", "sst2", "--data", str(toy_dir), "--heads", "1",
+            "--curve", "0", "--importance-examples", "16", "--no-progress"]
+    assert main([*argv, "--out", str(other)]) == 1
+    assert capsys.readouterr().err == (f"bertkit: error: {other} already holds a model: pass "
+                                       "--overwrite to replace it, or choose another --out\n")
+    assert {p.name: p.read_bytes() for p in other.iterdir() if p.is_file()} == before
+    assert main([*argv, "--out", str(other), "--overwrite"]) == 0
+    assert main([*argv, "--out", str(tmp_path / "fresh")]) == 0
+    visible = lambda d: {p.name for p in d.iterdir() if not p.name.startswith(".")}  # noqa: E731
+    assert visible(other) == visible(tmp_path / "fresh") and not (other / "results.json").exists()
+    assert main([*argv, "--out", str(trained), "--overwrite"]) == 1  # never its own model
+    assert capsys.readouterr().err.startswith(f"bertkit: error: --out {trained} would overwrite "
+                                              f"the MODEL_DIR {trained}")

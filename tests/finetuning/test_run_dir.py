@@ -4,11 +4,15 @@ and ``resume`` ends with the weights of an uninterrupted run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from bertkit.cli.main import main
 from bertkit.errors import BertkitError
 from bertkit.finetuning.config import FinetuneConfig
 from bertkit.finetuning.loop import finetune
@@ -76,6 +80,59 @@ def test_a_finished_out_is_refused_unless_overwrite(model_dir, toy_dir, referenc
     finetune(get_task("sst2"), model_dir, toy_dir, out, FinetuneConfig(**one, overwrite=True))
     events = [r.get("event") for r in read_log(out / "log.jsonl")]
     assert events.count("start") == 1  # the old run's records are gone, not appended to
+    assert not (reference / ".lock").exists() and not (out / ".lock").exists()  # released
+
+
+# ------------------------------------------------------------------ outputs vs inputs, lock
+def _files(directory) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _finetune_cli(model, data, out, *extra) -> int:
+    return main(["finetune", "sst2", "--model", str(model), "--data", str(data), "--out", str(out),
+                 "--epochs", "1", "--max-seq-length", "32", "--threads", "1", "--no-progress", *extra])
+
+
+def test_finetune_never_replaces_or_writes_into_its_model(toy_dir, tmp_path, capsys):
+    """Case 399: ``--out`` = ``--model`` with ``--overwrite`` deleted the model, then failed."""
+    model = make_model(tmp_path / "m")
+    before = _files(model)
+    for out in (model, model / "ft"):
+        for extra in ([], ["--overwrite"]):
+            assert _finetune_cli(model, toy_dir, out, *extra) == 1
+            word = "would overwrite" if out == model else "lies inside"
+            assert capsys.readouterr().err == (f"bertkit: error: --out {out} {word} the --model "
+                                               f"{model}: choose another --out\n")
+    assert _files(model) == before and sorted(p.name for p in model.iterdir()) == sorted(before)
+
+
+HOLD = ("import sys, time\n"
+        "from bertkit.finetuning.run_dir import RunDir\n"
+        "RunDir(sys.argv[1]).prepare()\n"
+        "print('held', flush=True)\n"
+        "time.sleep(120)\n")
+
+
+def test_a_run_directory_in_use_is_refused_and_a_dead_holder_is_taken_over(model_dir, toy_dir,
+                                                                           tmp_path, capsys):
+    """Case 326: two runs into one ``--out`` at once both exited 0 and one result was lost."""
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE,
+                              text=True, cwd=os.getcwd())
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert _finetune_cli(model_dir, toy_dir, out) == 1
+        assert capsys.readouterr().err == (f"bertkit: error: --out {out} is in use by another run "
+                                           f"(pid {holder.pid}, lock file {out / '.lock'}): wait "
+                                           "for it to end, or choose another --out\n")
+        assert os.listdir(out) == [".lock"]  # the refused run wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    # killed, the holder left its lock file behind: a stale lock, taken over
+    assert (out / ".lock").read_text().strip() == str(holder.pid)
+    assert _finetune_cli(model_dir, toy_dir, out) == 0
+    assert (out / "results.json").is_file() and not (out / ".lock").exists()
 
 
 def test_an_interrupted_publish_is_rolled_forward(tmp_path):

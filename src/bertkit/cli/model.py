@@ -71,6 +71,8 @@ def register(subparsers) -> None:
     convert.add_argument("target", help="directory to write (config.json, model.safetensors, vocab.txt)")
     convert.add_argument("--vocab", help="vocab.txt to use when SOURCE has none")
     convert.add_argument("--model-class", help="e.g. BertForMaskedLM (default: from the config)")
+    convert.add_argument("--overwrite", action="store_true",
+                         help="replace the model already in TARGET (default: refuse)")
     convert.set_defaults(func=run_convert)
 
     info = subparsers.add_parser("info", help="shape and parameter count of a model directory or preset")
@@ -219,13 +221,15 @@ def run_convert(args) -> int:
         if args.model_class not in TASK_MODELS:
             raise BertkitError(f"unknown --model-class {args.model_class}; choose from {', '.join(TASK_MODELS)}")
         model_class = TASK_MODELS[args.model_class]
-    from bertkit.fileio import check_writable
+    from bertkit.finetuning.run_dir import RunDir
 
-    check_writable(args.target, "target model directory", directory=True)
-    model = load_pretrained(args.source, model_class)
-    tokenizer = load_tokenizer(args.source, args.vocab)
-    check_vocabulary(tokenizer, model.config.vocab_size, args.source)
-    save_pretrained(model, args.target, tokenizer=tokenizer)
+    with RunDir(args.target, "TARGET", resumable=False) as target:  # the one rule for outputs
+        target.prepare(overwrite=args.overwrite, inputs={"SOURCE": args.source, "--vocab": args.vocab})
+        model = load_pretrained(args.source, model_class)
+        tokenizer = load_tokenizer(args.source, args.vocab)
+        check_vocabulary(tokenizer, model.config.vocab_size, args.source)
+        save_pretrained(model, target.staging(), tokenizer=tokenizer)
+        target.publish()  # as a whole: no file of another model left beside it
     print(f"wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.target}")
     return 0
 

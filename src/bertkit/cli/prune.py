@@ -26,6 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--task", required=True, help="task the model is fine-tuned for (e.g. sst2)")
     p.add_argument("--data", required=True, metavar="DIR", help="the task's data folder")
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the model already in --out (default: refuse)")
     add_options(p, PruneConfig, resolved={"max_seq_length": "the fine-tuned model's, else the task's: 128, SQuAD 384"})
     p.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N", help="CPU threads for torch")
     add_progress_flag(p)
@@ -52,7 +54,7 @@ def run_prune(args: argparse.Namespace) -> int:
             **options_from_args(PruneConfig, args),  # every flag PruneConfig declares, --progress
             "max_seq_length": _max_len(args, entry, task)})
         record = prune(task, args.model, args.data, args.out, cfg,
-                       tokenizer=load_tokenizer(args.model))
+                       tokenizer=load_tokenizer(args.model), overwrite=args.overwrite)
     main = task.main_metric
     for point in record["curve"]:
         print(f"pruned {point['fraction']:.2f} ({point['heads_removed']} heads) {main}={point[main]:.4f}")

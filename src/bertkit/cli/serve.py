@@ -36,6 +36,8 @@ def register(subparsers) -> None:
                                                  "save it; load it with --precision int8 (or as is).")
     quantize.add_argument("model", metavar="MODEL_DIR")
     quantize.add_argument("--out", required=True, metavar="DIR", help="INT8 model directory to write")
+    quantize.add_argument("--overwrite", action="store_true",
+                          help="replace the model already in --out (default: refuse)")
     quantize.set_defaults(func=run_quantize)
 
     layout = subparsers.add_parser(
@@ -91,14 +93,18 @@ def run_serve(args) -> int:
 
 
 def run_quantize(args) -> int:
+    from bertkit.finetuning.run_dir import RunDir
     from bertkit.inference import load
     from bertkit.modeldir.int8 import save_int8
     from bertkit.modeldir.marker import carry_unfinished_marker, check_model
 
-    check_model(args.model)
-    bert = load(args.model, precision="int8")
-    save_int8(bert.model, args.out, tokenizer=bert.tokenizer)
-    carry_unfinished_marker(args.model, args.out)
+    with RunDir(args.out, resumable=False) as out:  # the one rule for outputs, and the lock
+        out.prepare(overwrite=args.overwrite, inputs={"MODEL_DIR": args.model})
+        check_model(args.model)
+        bert = load(args.model, precision="int8")
+        save_int8(bert.model, out.staging(), tokenizer=bert.tokenizer)
+        out.publish()  # as a whole: no file of another model left beside it
+        carry_unfinished_marker(args.model, args.out)
     print(f"wrote INT8 {type(bert.model).__name__} to {args.out}", file=sys.stderr)
     return 0
 
@@ -116,11 +122,12 @@ def run_st_layout(args) -> int:
 def run_export(args) -> int:
     import logging
 
-    from bertkit.fileio import check_writable
+    from bertkit.fileio import check_not_input, check_writable
     from bertkit.inference.export import export_onnx
     from bertkit.modeldir.marker import check_model
 
     check_writable(args.out, "--out ONNX file")  # before the export runs
+    check_not_input(args.out, args.model, "--out", "MODEL_DIR")  # never over the model's files
     check_model(args.model)
     logging.disable(logging.WARNING)  # onnxruntime's quantiser advice goes to the root logger
     try:

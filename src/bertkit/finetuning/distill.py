@@ -355,9 +355,15 @@ def make_student(cfg: DistillConfig, task: Task, teacher, teacher_tokenizer, whe
 
 def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenizer=None):
     """Distil ``cfg.teacher`` into the student on ``task`` (see the module docstring);
-    returns :func:`~bertkit.finetuning.loop.finetune`'s ``(runs, best)``."""
+    returns :func:`~bertkit.finetuning.loop.finetune`'s ``(runs, best)``. ``out_dir`` is
+    prepared first (:class:`~bertkit.finetuning.run_dir.RunDir`: never the teacher nor a
+    student directory, refused when taken unless ``ft.overwrite``) and stays locked while the
+    starting student is made in it and the student trains."""
+    import dataclasses
+
     from bertkit.finetuning.config import FinetuneConfig
     from bertkit.finetuning.loop import finetune
+    from bertkit.finetuning.run_dir import RunDir
     from bertkit.modeldir.marker import check_model
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.distributed import pick_device
@@ -365,16 +371,32 @@ def distill(task: Task, data_dir, out_dir, cfg: DistillConfig, ft=None, tokenize
     cfg.check()
     ft = ft or FinetuneConfig()
     out_dir = Path(out_dir)
-    tokenizer = tokenizer or BertTokenizer.from_pretrained(cfg.teacher)
-    teacher = task.build_model(cfg.teacher)
-    check_model(cfg.teacher, task, option="--teacher", require_head=True)
-    task.load_notes = []
-    out_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir(out_dir)
     scratch = out_dir / STUDENT_SCRATCH  # inside --out: a killed run's copy is found and replaced
-    shutil.rmtree(scratch, ignore_errors=True)
+    student = cfg.student if cfg.student is not None and cfg.student not in PRESETS else None
+    if _main_rank():  # under torchrun, finetune prepares (and locks) on rank 0 alone too
+        run_dir.prepare(resume=ft.resume, overwrite=ft.overwrite,
+                        inputs={"--teacher": cfg.teacher, "--student": student})
     try:
+        tokenizer = tokenizer or BertTokenizer.from_pretrained(cfg.teacher)
+        teacher = task.build_model(cfg.teacher)
+        check_model(cfg.teacher, task, option="--teacher", require_head=True)
+        task.load_notes = []
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         student_dir = make_student(cfg, task, teacher, tokenizer, scratch)
         wrapped = DistillTask(task, teacher, cfg, pick_device(ft.device), ft.eval_batch, ft.progress)
-        return finetune(wrapped, student_dir, data_dir, out_dir, ft, tokenizer=tokenizer)
+        # the old run went in prepare above: finetune's own prepare must not remove the
+        # starting student it reads from --out/.student
+        return finetune(wrapped, student_dir, data_dir, out_dir,
+                        dataclasses.replace(ft, overwrite=False), tokenizer=tokenizer)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        run_dir.release()
+
+
+def _main_rank() -> bool:
+    """Whether this process is rank 0 of torchrun's (or the only one)."""
+    import os
+
+    return os.environ.get("RANK", "0") == "0"

@@ -312,31 +312,34 @@ def finetune(task: Task, model_dir, data_dir, out_dir, cfg: FinetuneConfig | Non
     check_config(cfg, "finetune")
     owned = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     ctx = dist.init_distributed(cfg.device)
+    run_dir = RunDir(out_dir)  # rank 0 locks it in prepare; released however the run ends
     try:
         with warnings.catch_warnings():
             if not ctx.is_main:  # warnings and records once, from rank 0
                 warnings.simplefilter("ignore")
                 logger = RunLogger(None, echo=False)
-            result = _finetune(task, model_dir, data_dir, Path(out_dir), cfg, tokenizer, logger, ctx)
+            result = _finetune(task, model_dir, data_dir, run_dir, cfg, tokenizer, logger, ctx)
         dist.barrier()  # rank 0's files are complete when any rank returns
         return result
     finally:
+        run_dir.release()
         if owned:
             dist.shutdown()
 
 
-def _finetune(task: Task, model_dir, data_dir, out_dir: Path, cfg: FinetuneConfig, tokenizer,
+def _finetune(task: Task, model_dir, data_dir, run_dir: RunDir, cfg: FinetuneConfig, tokenizer,
               logger: RunLogger | None, ctx: DistContext) -> tuple[list[RunResult], RunResult]:
-    """:func:`finetune` in one process of ``ctx``: rank 0 alone prepares, marks and finishes
-    the run directory, writes states, models and results; every rank reads a resume state."""
+    """:func:`finetune` in one process of ``ctx``: rank 0 alone prepares (checks against the
+    model, locks), marks and finishes the run directory, writes states, models and results;
+    every rank reads a resume state."""
     from bertkit.checkpoint import check_vocabulary, load_config, load_tokenizer
 
     if ctx.device.type == "cpu":
         bound_onednn_cache()  # batches of varying length: a new matrix shape nearly every step
-    run_dir = RunDir(out_dir)
+    out_dir = run_dir.out
 
     def prepare() -> dict | None:
-        run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite)
+        run_dir.prepare(resume=cfg.resume, overwrite=cfg.overwrite, inputs={"--model": model_dir})
         return _resume_state(run_dir, task, cfg) if cfg.resume else None
 
     # rank 0 checks and prepares the directory (and cuts the log back) before anyone reads it;

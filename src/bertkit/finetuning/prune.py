@@ -59,9 +59,23 @@ def _importance_batches(task: Task, data_dir, tokenizer, cfg: PruneConfig):
 
 
 def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = None,
-          tokenizer=None) -> dict:
+          tokenizer=None, overwrite: bool = False) -> dict:
     """Measure importance, draw the curve, prune and save (see the module docstring);
-    returns the ``prune.json`` record."""
+    returns the ``prune.json`` record. ``out_dir`` is prepared before any work
+    (:class:`~bertkit.finetuning.run_dir.RunDir`: never ``model_dir``; one that holds a model
+    is refused unless ``overwrite``, then replaced as a whole) and locked until the end."""
+    from bertkit.finetuning.run_dir import RunDir
+
+    cfg = cfg or PruneConfig()
+    check_config(cfg, "prune", by_flag=True)  # before any work: the declared ranges
+    with RunDir(out_dir, resumable=False) as run_dir:
+        run_dir.prepare(overwrite=overwrite, inputs={"MODEL_DIR": model_dir})
+        return _prune(task, model_dir, data_dir, run_dir, cfg, tokenizer)
+
+
+def _prune(task: Task, model_dir, data_dir, run_dir, cfg: PruneConfig, tokenizer) -> dict:
+    """:func:`prune` once ``run_dir`` is prepared: the model goes in through its staging
+    directory (or, fine-tuned again, through ``finetune`` into the same, still locked, ``out``)."""
     from bertkit.checkpoint import save_pretrained
     from bertkit.finetuning.config import FinetuneConfig
     from bertkit.finetuning.evaluate import evaluate_sets, load_eval_sets
@@ -70,9 +84,7 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.distributed import pick_device
 
-    cfg = cfg or PruneConfig()
-    check_config(cfg, "prune", by_flag=True)  # before any work: the declared ranges
-    out_dir = Path(out_dir)
+    out_dir = run_dir.out
     tokenizer = tokenizer or BertTokenizer.from_pretrained(model_dir)
     check_model(model_dir, task, require_head=True)
     model = task.build_model(model_dir)
@@ -126,7 +138,8 @@ def prune(task: Task, model_dir, data_dir, out_dir, cfg: PruneConfig | None = No
             shutil.rmtree(Path(tmp) / "pruned", ignore_errors=True)
         record["metrics_after_finetune"] = best.metrics
     else:
-        save_pretrained(model.cpu(), out_dir, tokenizer=tokenizer, extra_config=extra)
+        save_pretrained(model.cpu(), run_dir.staging(), tokenizer=tokenizer, extra_config=extra)
+        run_dir.publish()
     with atomic_write(out_dir / "prune.json") as f:
         json.dump(record, f, indent=2)
     with atomic_write(out_dir / "pruning_curve.json") as f:

@@ -1,17 +1,33 @@
-"""The output directory of a fine-tuning run: never torn, marked while unfinished, resumable.
+"""The output model directory of a command: never an input, never torn, locked while written,
+marked while unfinished, resumable.
 
-Contract (``RunDir(out)``):
+Contract (``RunDir(out, option="--out", resumable=True)``; ``finetune`` and ``distill`` write
+their runs through it, and ``quantize``, ``prune`` and ``convert`` their models, with
+``resumable=False``):
 
-* :meth:`RunDir.prepare` starts a run: an ``out`` that holds a finished model is refused unless
-  ``overwrite`` (then the old run's files are removed, so no new record is appended to an
-  old ``log.jsonl``); an unfinished run is refused unless ``resume`` or ``overwrite``. Leftover
-  temporary files of a killed run are removed, and an interrupted :meth:`publish` is completed.
-* While the run lasts, ``out/.unfinished.json`` says so (task, epochs done); loaders warn
+* :meth:`RunDir.prepare` starts writing ``out``, before any work, in this order:
+
+  - the one rule for outputs (:func:`bertkit.fileio.check_not_input`): ``out`` never names or
+    lies inside an input (``inputs``: ``{"--model": path}``), and with ``overwrite`` never
+    holds one;
+  - the lock: ``out/.lock`` (``fcntl.flock``, holding the pid) is held until :meth:`release`
+    (or the end of the process; :class:`RunDir` is a context manager that releases it);
+    another process holding it is a BertkitError naming ``out`` and its pid; a lock file
+    left by a dead process is taken over (the kernel dropped its lock). The lock is
+    re-entrant within a process (``distill`` and ``prune`` hold it around the ``finetune``
+    they run into the same ``out``);
+  - under the lock, an ``out`` that holds a model (results, log, config or weights) is
+    refused unless ``overwrite`` (then the old model's files are removed as a whole, so no
+    new record is appended to an old ``log.jsonl`` and no old ``results.json`` sits beside
+    new weights); an unfinished run is refused unless ``resume`` or ``overwrite``. Leftover
+    temporary files of a killed run are removed, and an interrupted :meth:`publish` is
+    completed.
+* While a run lasts, ``out/.unfinished.json`` says so (task, epochs done); loaders warn
   about such a directory (:func:`unfinished_note`). :meth:`finish` removes it, last.
 * :meth:`publish` replaces the model files of ``out`` as a whole: the new files are written to
   a staging directory first (``out/.staging``), a journal (``out/.publish.json``) names them,
   then they are renamed into ``out``; a kill in between is rolled forward by the next
-  :meth:`prepare`, so ``out`` never mixes the files of two epochs once a run goes on.
+  :meth:`prepare`, so ``out`` never mixes the files of two epochs (or two models).
 * :meth:`save_state` / :meth:`load_state`: ``out/.resume.pt`` holds everything needed to go on
   after the last finished epoch (``torch.load(weights_only=True)`` safe).
 
@@ -21,6 +37,7 @@ first (the one "is this model finished, and trained for this task" check).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -28,60 +45,144 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError
-from bertkit.fileio import atomic_path, atomic_write, check_writable, remove_temp_files
+from bertkit.fileio import (
+    atomic_path,
+    atomic_write,
+    check_not_input,
+    check_writable,
+    default_file_mode,
+    remove_temp_files,
+)
 from bertkit.modeldir.marker import UNFINISHED
 
 JOURNAL = ".publish.json"
 STAGING = ".staging"
 STATE = ".resume.pt"
+LOCK = ".lock"
 LOG = "log.jsonl"
 RESULTS = "results.json"
 # what a finished run leaves besides the task's own output files (listed in the journal)
 MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "vocab.txt",
                "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.int8.safetensors")
+# what bertkit's other writers add to a model directory (quantize, prune, st-layout): removed
+# with the model it belongs to
+OTHER_FILES = ("model.int8.safetensors", "prune.json", "pruning_curve.json", "pruning_curve.png",
+               "modules.json", "sentence_bert_config.json")
+OTHER_DIRS = ("1_Pooling", "2_Normalize")
+
+_HELD: dict[str, list[int]] = {}  # lock file -> [its descriptor, holders in this process]
 
 
-
-
-
-
-
-
-
-
+def _acquire(path: Path, option: str, out: Path) -> int:
+    """Lock ``path`` (created if missing) and write our pid into it; returns its descriptor.
+    Held elsewhere: a BertkitError naming ``option``, ``out`` and the holder's pid."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, default_file_mode())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f"pid {holder}" if holder.isdigit() else "another process"
+            raise BertkitError(f"{option} {out} is in use by another run ({who}, lock file "
+                               f"{path}): wait for it to end, or choose another {option}") from None
+        try:  # the holder removes the file as it releases it: then lock the new one
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
+        os.close(fd)
 
 
 class RunDir:
     """See the module docstring."""
 
-    def __init__(self, out: str | Path):
+    def __init__(self, out: str | Path, option: str = "--out", resumable: bool = True):
         self.out = Path(out)
+        self.option = option  # how the user named ``out`` (in every error)
+        self.resumable = resumable  # a fine-tuning run (--resume), else a model written at once
+        self._lock: str | None = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.release()
+        return False
 
     # ------------------------------------------------------------------ start and end
-    def prepare(self, resume: bool = False, overwrite: bool = False) -> None:
+    def prepare(self, resume: bool = False, overwrite: bool = False,
+                inputs: dict[str, Any] | None = None) -> None:
+        """Start writing ``out`` (see the module docstring); ``inputs``: ``{option: path}``
+        of the models (and files) the command reads, None values skipped."""
         out = self.out
         if out.exists() and not out.is_dir():
-            raise BertkitError(f"{out}: --out is a file, not a directory")
+            raise BertkitError(f"{out}: {self.option} is a file, not a directory")
+        for option, path in (inputs or {}).items():
+            if path is not None:
+                check_not_input(out, path, self.option, option, overwrite=overwrite and not resume)
+        if resume and not out.is_dir():
+            raise BertkitError(f"{out}: nothing to resume: it holds no run to resume (a run can "
+                               "be resumed once its first epoch has finished)")
+        check_writable(out, self.option, directory=True)
+        out.mkdir(parents=True, exist_ok=True)
+        self.lock()
+        try:
+            self._check_taken(resume, overwrite)
+            self._roll_forward()
+            self.remove_temp_files()
+            if overwrite and not resume:
+                self._remove_run_files()
+        except BaseException:
+            self.release()
+            raise
+
+    def _check_taken(self, resume: bool, overwrite: bool) -> None:
+        """Refuse an ``out`` that holds a model or an unfinished run (module docstring)."""
+        out = self.out
         unfinished = (out / UNFINISHED).exists()
         finished = not unfinished and any((out / name).exists() for name in
-                                          (RESULTS, "config.json", LOG))
+                                          (RESULTS, "config.json", LOG, *WEIGHTS))
         if resume:
             if not (out / STATE).is_file():
                 state = "holds a finished run" if finished else "holds no run to resume"
                 raise BertkitError(f"{out}: nothing to resume: it {state} (a run can be resumed "
                                    "once its first epoch has finished)")
         elif unfinished and not overwrite:
-            raise BertkitError(f"{out} holds an unfinished fine-tuning run: pass --resume to "
-                               "continue it, or --overwrite to start over")
+            how = ("pass --resume to continue it, or --overwrite to start over" if self.resumable
+                   else f"pass --overwrite to replace it, or choose another {self.option}")
+            raise BertkitError(f"{out} holds an unfinished fine-tuning run: {how}")
         elif finished and not overwrite:
-            raise BertkitError(f"{out} already holds a fine-tuned model: pass --overwrite to "
-                               "replace it, or choose another --out")
-        check_writable(out, "--out", directory=True)
-        out.mkdir(parents=True, exist_ok=True)
-        self._roll_forward()
-        self.remove_temp_files()
-        if overwrite and not resume:
-            self._remove_run_files()
+            what = "a fine-tuned model" if self.resumable else "a model"
+            raise BertkitError(f"{out} already holds {what}: pass --overwrite to replace it, "
+                               f"or choose another {self.option}")
+
+    def lock(self) -> None:
+        """Hold ``out/.lock`` (module docstring); ``out`` must exist. Idempotent."""
+        if self._lock is not None:
+            return
+        path = self.out / LOCK
+        key = str(path.resolve())
+        if key in _HELD:
+            _HELD[key][1] += 1
+        else:
+            _HELD[key] = [_acquire(path, self.option, self.out), 1]
+        self._lock = key
+
+    def release(self) -> None:
+        """Give the lock back (the file is removed while still held); nothing when not held."""
+        key, self._lock = self._lock, None
+        if key is None:
+            return
+        _HELD[key][1] -= 1
+        if _HELD[key][1] == 0:
+            fd = _HELD.pop(key)[0]
+            Path(key).unlink(missing_ok=True)
+            os.close(fd)
 
     def mark_unfinished(self, **info: Any) -> None:
         with atomic_write(self.out / UNFINISHED) as f:
@@ -156,10 +257,14 @@ class RunDir:
         remove_temp_files(self.out / STAGING)
 
     def _remove_run_files(self) -> None:
-        names = set(MODEL_FILES) | set(self._published()) | {RESULTS, LOG, STATE, UNFINISHED,
-                                                             ".published.json"}
+        """The old model of ``out`` as a whole (``--overwrite``); other files and directories
+        (the lock, anything bertkit did not write) stay."""
+        names = set(MODEL_FILES) | set(OTHER_FILES) | set(self._published()) | {
+            RESULTS, LOG, STATE, UNFINISHED, ".published.json"}
         for name in names:
             (self.out / name).unlink(missing_ok=True)
         for path in self.out.glob("predictions_*.jsonl"):
             path.unlink()
+        for name in OTHER_DIRS:
+            shutil.rmtree(self.out / name, ignore_errors=True)
 

@@ -93,7 +93,7 @@ def likely_cause(tokenizer, texts: list[str]) -> str:
         kind = "casing" if lowercase != lower else "accents"
         return (f"likely the {kind}: the text is read with lowercase={lower}, "
                 f"strip_accents={strip}, but the vocabulary looks made with lowercase={lowercase}, "
-                f"strip_accents={strip_accents} (read that way, these texts have {rate:.1%} [UNK] "
+                f"strip_accents={strip_accents} (read that way, the texts holding [UNK] have {rate:.1%} [UNK] "
                 f"instead of {now:.1%}); use the vocabulary's saved settings or {flags}")
     return _missing_characters(tokenizer, texts)
 
