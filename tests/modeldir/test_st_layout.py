@@ -18,7 +18,7 @@ from tests.task_models import make_task_model
 TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !"]
 
 
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("pooling", ["cls", "mean", "max"])
 def test_sentence_transformers_loads_bertkit_embeddings(tmp_path, pooling):
     st = pytest.importorskip("sentence_transformers")
     directory = make_task_model(tmp_path, "mlm")
@@ -45,6 +45,6 @@ def test_the_server_takes_the_directorys_pooling(tmp_path):
         assert client.get("/info").json()["model_type"] == {"embedding": {"pooling": "mean"}}
         got = client.post("/embed", json={"inputs": "he is good", "normalize": False}).json()
     assert np.allclose(got, load(directory).embed(["he is good"], pool="mean"), atol=1e-5)
-    (directory / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}))
     with pytest.raises(BertkitError, match="1_Pooling/config.json: a pooling"):
         read_st_pooling(directory)

@@ -58,8 +58,9 @@ def register(subparsers) -> None:
     embed.add_argument("--text-column", help="TSV column (header name, or 0-based index for no header)")
     embed.add_argument("--pair-column", help="TSV column of the second sentence of a pair")
     embed.add_argument("--layers", default="-1", help="comma-separated hidden-state indexes, e.g. -1,-2,-3,-4")
-    embed.add_argument("--pool", choices=["cls", "mean", "none"], default="cls",
-                       help="one vector per input ([CLS] or mean of the tokens), or one per token")
+    embed.add_argument("--pool", choices=["cls", "mean", "max", "none"], default=None,
+                       help="one vector per input ([CLS], mean or max of the tokens), or one per token "
+                            "(default: the pooling the model was trained with, else cls)")
     embed.add_argument("--combine", choices=["concat", "sum"], default="concat",
                        help="how to join several --layers")
     add_long_text_arguments(embed)

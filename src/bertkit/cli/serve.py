@@ -46,7 +46,9 @@ def register(subparsers) -> None:
                     "MODEL_DIR, so that SentenceTransformer(MODEL_DIR) and text-embeddings-inference "
                     "embed with this pooling (bertkit serve's /embed takes it as its default).")
     layout.add_argument("model", metavar="MODEL_DIR")
-    layout.add_argument("--pooling", required=True, choices=["cls", "mean"], help="how tokens become one vector")
+    layout.add_argument("--pooling", choices=["cls", "mean", "max"],
+                        help="how tokens become one vector (default: the pooling the model was fine-tuned "
+                             "with; required for any other model)")
     layout.add_argument("--normalize", action="store_true", help="add a Normalize module (unit vectors)")
     layout.set_defaults(func=run_st_layout)
 
@@ -111,11 +113,12 @@ def run_quantize(args) -> int:
 
 def run_st_layout(args) -> int:
     from bertkit.inference import load
-    from bertkit.modeldir.st_layout import write_st_layout
+    from bertkit.modeldir.st_layout import read_st_pooling, write_st_layout
 
     bert = load(args.model)
     write_st_layout(args.model, args.pooling, bert.model.config.hidden_size, bert.max_length, args.normalize)
-    print(f"wrote sentence-transformers' files ({args.pooling} pooling) into {args.model}", file=sys.stderr)
+    print(f"wrote sentence-transformers' files ({read_st_pooling(args.model)} pooling) into {args.model}",
+          file=sys.stderr)
     return 0
 
 

@@ -39,7 +39,7 @@ from bertkit.training.sampler import length_batches
 
 resolve_device = pick_device  # the former name here; one device resolution for all of bertkit
 
-POOLINGS = ("cls", "mean", "none")
+POOLINGS = ("cls", "mean", "max", "none")
 COMBINES = ("concat", "sum")
 
 
@@ -77,6 +77,12 @@ class BertInference(TaskInference):
                                                  family.default_max_seq_length if family else None,
                                                  self.max_positions)
         self.long_text = self.long_text_choice()  # predict's default: the model's saved choice
+
+    @property
+    def default_pooling(self) -> str:
+        """The pooling ``embed`` uses when none is asked: the one the model was trained with
+        (its task family's ``pooling``, e.g. a sentence-embedding fine-tune's), else ``cls``."""
+        return getattr(self.family(), "pooling", None) or "cls"
 
     @property
     def encoder(self) -> BertModel:
@@ -167,7 +173,7 @@ class BertInference(TaskInference):
         texts: str | Sequence[str],
         pairs: Sequence[str] | None = None,
         layers: Sequence[int] = (-1,),
-        pool: str = "cls",
+        pool: str | None = None,
         combine: str = "concat",
         batch_size: int = 32,
         max_length: int | None = None,
@@ -181,14 +187,18 @@ class BertInference(TaskInference):
         ``layers`` index the hidden states (0 = embedding output, -1 = last layer);
         ``combine`` joins them (``concat`` -> width len(layers) * H, or ``sum``). ``pool``:
         ``cls`` = the ``[CLS]`` vector, ``mean`` = mean over the sequence's tokens (specials
-        included, padding excluded), both returning a float32 array (N, D); ``none`` returns a
-        list of (T_i, D) arrays, one per input. ``return_tokens`` also returns each input's
+        included, padding excluded), ``max`` = their element-wise maximum, each returning a
+        float32 array (N, D); ``none`` returns a list of (T_i, D) arrays, one per input;
+        ``None`` (the default): :attr:`default_pooling`, the pooling the model was trained with. ``return_tokens`` also returns each input's
         wordpieces. ``long_text`` (a :class:`bertkit.tasks.windows.LongText`) with mode ``window``
         embeds a text longer than ``max_length`` in overlapping windows instead of truncating
         it (see :func:`bertkit.tasks.windows.embed_in_windows`).
         """
+        pool = pool or self.default_pooling
         if pool not in POOLINGS:
             raise ValueError(f"pool must be one of {POOLINGS}, got {pool!r}")
+        if pool == "max" and long_text is not None and long_text.windowed:
+            raise ValueError("pool='max' is not available with long-text windows (cls, mean, none are)")
         if combine not in COMBINES:
             raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
         num_states = self.model.config.num_hidden_layers + 1

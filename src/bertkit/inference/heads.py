@@ -46,22 +46,13 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError, InputError
+from bertkit.model.pooling import POOLINGS, pool_features  # re-exported: the one pooling
 from bertkit.modeldir.entry import saved_task_options
 from bertkit.precision import autocast
 from bertkit.tasks.base import Plan, PlanContext, Row, text_of
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
 __all__ = ["InputError", "Plan", "TaskInference", "pool_features", "token_batches"]
-
-
-def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:
-    """(B, D) vectors of (B, T, D) features: the ``[CLS]`` row (``cls``) or the mean over each
-    sequence's tokens, specials included, padding excluded (``mean``). The one pooling of
-    ``embed``, ``/embed`` and long-text windows."""
-    if pool == "cls":
-        return features[:, 0]
-    weights = mask.unsqueeze(-1).to(features.dtype)
-    return (features * weights).sum(1) / weights.sum(1)
 
 
 def hidden_features(encoder, ids, types, mask, layers: Sequence[int], combine: str) -> torch.Tensor:
@@ -274,8 +265,8 @@ class TaskInference:
         return self.pooled_plan(rows, layers, pool, normalize, long_text.pool)
 
     def _check_pooling(self, layers: Sequence[int], pool: str) -> tuple[int, ...]:
-        if pool not in ("cls", "mean"):
-            raise InputError(f"pooling must be 'cls' or 'mean', got {pool!r}")
+        if pool not in POOLINGS:
+            raise InputError(f"pooling must be one of {', '.join(POOLINGS)}, got {pool!r}")
         states = self.model.config.num_hidden_layers + 1
         layers = tuple(int(x) for x in layers)
         if not layers or any(not -states <= x < states for x in layers):

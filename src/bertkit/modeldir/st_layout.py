@@ -13,8 +13,9 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.fileio import atomic_write
+from bertkit.modeldir.entry import read_model_config, saved_task_options
 
-POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean", "max")
 POOLING_FILE = Path("1_Pooling") / "config.json"
 
 
@@ -24,9 +25,15 @@ def _write_json(path: Path, value) -> None:
         json.dump(value, f, indent=2)
 
 
-def write_st_layout(directory: str | Path, pooling: str, hidden_size: int, max_seq_length: int,
+def write_st_layout(directory: str | Path, pooling: str | None, hidden_size: int, max_seq_length: int,
                     normalize: bool = False) -> None:
-    """Add sentence-transformers' files to the model directory ``directory``."""
+    """Add sentence-transformers' files to the model directory ``directory``; ``pooling``
+    None: the pooling the model was fine-tuned with (:func:`trained_pooling`), which a
+    directory without one must be given."""
+    if pooling is None:
+        pooling = trained_pooling(directory)
+        if pooling is None:
+            raise BertkitError(f"{directory}: the model was not fine-tuned with a pooling; give --pooling")
     if pooling not in POOLINGS:
         raise BertkitError(f"--pooling must be one of {', '.join(POOLINGS)} (got {pooling!r})")
     directory = Path(directory)
@@ -39,19 +46,30 @@ def write_st_layout(directory: str | Path, pooling: str, hidden_size: int, max_s
     _write_json(directory / "modules.json", modules)
     _write_json(directory / POOLING_FILE, {
         "word_embedding_dimension": hidden_size, "pooling_mode_cls_token": pooling == "cls",
-        "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": pooling == "max",
         "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
         "pooling_mode_lasttoken": False, "include_prompt": True})
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length,
                                                           "do_lower_case": False})
 
 
+def trained_pooling(directory: str | Path) -> str | None:
+    """The pooling a model directory was fine-tuned with (its saved task option ``pooling``,
+    as the sentence-embedding task saves it), None for any other directory."""
+    if not (Path(directory) / "config.json").is_file():
+        return None
+    pooling = saved_task_options(read_model_config(directory))[1].get("pooling")
+    return pooling if pooling in POOLINGS else None
+
+
 def read_st_pooling(directory: str | Path) -> str | None:
-    """``cls`` / ``mean`` from a directory's ``1_Pooling/config.json`` (classic or newer keys),
-    None without one; another pooling is a :class:`BertkitError` naming the file."""
+    """The pooling a directory declares: ``cls`` / ``mean`` / ``max`` from its
+    ``1_Pooling/config.json`` (classic or newer keys), else the one it was fine-tuned with
+    (:func:`trained_pooling`), else None; a pooling file with another pooling is a
+    :class:`BertkitError` naming the file."""
     path = Path(directory) / POOLING_FILE
     if not path.is_file():
-        return None
+        return trained_pooling(directory)
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -62,4 +80,6 @@ def read_st_pooling(directory: str | Path) -> str | None:
         return "cls"
     if config.get("pooling_mode_mean_tokens"):
         return "mean"
-    raise BertkitError(f"{path}: a pooling bertkit serve does not have (it has cls and mean)")
+    if config.get("pooling_mode_max_tokens"):
+        return "max"
+    raise BertkitError(f"{path}: a pooling bertkit serve does not have (it has {', '.join(POOLINGS)})")

@@ -29,6 +29,7 @@ TASKS: dict[str, str] = {
     "conll2003": "bertkit.tasks.ner",
     "squad": "bertkit.tasks.squad",
     "squad2": "bertkit.tasks.squad",
+    "embedding": "bertkit.tasks.embedding",
 }
 
 _ALIASES = {"sst-2": "sst2", "sts-b": "stsb", "mnli-m": "mnli", "mnli_mm": "mnli-mm",

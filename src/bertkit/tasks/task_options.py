@@ -81,6 +81,14 @@ class TaskOptions:
     null_score_diff_threshold: float | None = option(
         None, "SQuAD v2.0: answer only when the best span beats no-answer by more than this "
               f"(default: {SQUAD_DEFAULTS['null_score_diff_threshold']:g}, or the value tuned on dev)")
+    # sentence embeddings (tasks/embedding.py)
+    pooling: str | None = option(None, "how token vectors become the sentence embedding "
+                                       "(default: mean)", choices=("mean", "cls", "max"))
+    loss: str | None = option(None, "scored pairs: cosine (MSE of cosine vs score, the default) "
+                                    "or cosent", choices=("cosine", "cosent"))
+    score_scale: float | None = option(
+        None, "scored pairs: the score that means identical, for the cosine loss (default: the "
+              "largest score of the training file, e.g. STS-B's 5)", gt=0)
 
 
 GROUPS = {  # help group -> the fields shown in it
@@ -95,6 +103,7 @@ GROUPS = {  # help group -> the fields shown in it
     "SQuAD (squad, squad2)": (
         "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
         "null_score_diff_threshold"),
+    "sentence embeddings (embedding)": ("pooling", "loss", "score_scale"),
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(TaskOptions)}
 _HINTS = typing.get_type_hints(TaskOptions)

@@ -1,0 +1,30 @@
+"""Token vectors -> one vector per sequence: the one pooling of bertkit.
+
+Used by the sentence-embedding task (:mod:`bertkit.tasks.embedding`, in training) and by the
+inference engine (``embed``, ``/embed``, long-text windows), so a trained embedding model is
+served with exactly the pooling it was trained with. The modes are sentence-transformers'
+``Pooling`` modes of the same names (``cls_token``, ``mean_tokens``, ``max_tokens``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+POOLINGS = ("cls", "mean", "max")
+
+
+def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:
+    """(B, D) vectors of (B, T, D) ``features`` under the (B, T) ``mask`` (1: token, 0: padding).
+
+    ``cls``: the first row (``[CLS]``); ``mean``: the mean over each sequence's tokens,
+    specials included, padding excluded; ``max``: the element-wise maximum over the same
+    tokens. Another ``pool`` is a ``ValueError``."""
+    if pool == "cls":
+        return features[:, 0]
+    if pool == "mean":
+        weights = mask.unsqueeze(-1).to(features.dtype)
+        return (features * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    if pool == "max":
+        padding = ~mask.bool().unsqueeze(-1)
+        return features.masked_fill(padding, torch.finfo(features.dtype).min).max(1).values
+    raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pool!r}")

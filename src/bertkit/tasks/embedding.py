@@ -1,0 +1,223 @@
+"""Sentence embeddings trained as Sentence-BERT does: a shared (siamese) encoder plus pooling.
+
+Task name ``embedding``. The model is the bare encoder (:class:`~bertkit.model.BertModel`,
+no head; its pooler frozen, unused); an input's embedding is its last hidden states pooled by the one pooling
+of bertkit (:func:`bertkit.model.pooling.pool_features`: ``mean`` by default, ``cls``,
+``max``), so the saved directory embeds at every door (``bertkit embed``, ``load().embed``,
+``POST /embed``) as it was trained.
+
+Data (``--data DIR``; ``DIR/train.*`` and ``DIR/dev.*``, or ``--train-file``/``--dev-file``):
+the layout is told by the file's header (:mod:`bertkit.tasks.formats.pairs`):
+
+* **scored pairs** (``text_a, text_b, score``; GLUE STS-B's directory as it is): loss
+  ``cosine`` (the default: mean squared error between the cosine of the two embeddings and
+  the score divided by ``score_scale``, SBERT's CosineSimilarityLoss) or ``cosent`` (CoSENT:
+  ``log(1 + sum exp(20 (cos_j - cos_i)))`` over the pairs of the batch whose gold scores
+  order i above j); evaluated by the Spearman (main) and Pearson correlations of the
+  embeddings' cosine with the gold score.
+
+Options: ``pooling``, ``loss``, ``score_scale`` (the largest gold score, found in the training
+file when not given: STS-B's 5), the generic column options ``text_column``/``pair_column``/
+``label_column`` (default: the header's ``text_a``/``sentence1``, ``text_b``/``sentence2``,
+``score``/``label``), ``train_file``, ``dev_file``, ``format``. They are saved with the model
+(``config.json``, the pooling always), which is how every door finds the trained pooling
+(:func:`bertkit.modeldir.st_layout.read_st_pooling`); ``bertkit st-layout DIR`` then adds
+sentence-transformers' files with it, for ``SentenceTransformer(dir)`` and TEI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertkit.errors import BertkitError
+from bertkit.metrics import pearson, spearman
+from bertkit.model import BertModel, ModelOutput
+from bertkit.model.pooling import POOLINGS, pool_features
+from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.formats.pairs import PairExample, pair_columns, read_pairs
+from bertkit.tasks.generic import find_split_file
+
+__all__ = ["EmbeddingTask", "create_task", "cosent_loss", "cosine_loss"]
+
+LOSSES = {"scored": ("cosine", "cosent")}
+_OPTIONS = ("pooling", "loss", "score_scale", "text_column", "pair_column", "label_column",
+            "train_file", "dev_file", "format")
+COSENT_SCALE = 20.0  # CoSENT's scale (the paper's and sentence-transformers' default)
+
+
+# ------------------------------------------------------------------ losses
+def cosine_loss(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between ``cos(u_i, v_i)`` and ``target_i`` (targets in [-1, 1])."""
+    return F.mse_loss(F.cosine_similarity(u, v, dim=-1), target)
+
+
+def cosent_loss(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor,
+                scale: float = COSENT_SCALE) -> torch.Tensor:
+    """CoSENT: ``log(1 + sum_{(i,j): s_i > s_j} exp(scale (cos_j - cos_i)))`` over the batch's
+    pairs; only the order of the gold ``scores`` matters (no scale to choose)."""
+    cos = F.cosine_similarity(u, v, dim=-1) * scale
+    diff = cos[None, :] - cos[:, None]  # diff[i, j] = cos_j - cos_i
+    ordered = scores[:, None] > scores[None, :]
+    diff = diff.masked_fill(~ordered, float("-inf"))
+    return torch.logsumexp(torch.cat([diff.new_zeros(1), diff.flatten()]), dim=0)
+
+
+def _cosines(outputs: Sequence[np.ndarray]) -> np.ndarray:
+    """Cosine of the first two embeddings of every example's (K, H) output."""
+    rows = np.stack([np.asarray(o, dtype=np.float64)[:2] for o in outputs])
+    norms = np.linalg.norm(rows, axis=-1).clip(min=1e-12)
+    return (rows[:, 0] * rows[:, 1]).sum(-1) / (norms[:, 0] * norms[:, 1])
+
+
+class EmbeddingTask(Task):
+    """Bi-encoder fine-tuning on pairs; see the module docstring."""
+
+    model_class = BertModel
+    head_tensor = None  # no head: any BERT directory fits
+    output_names = ("pooled_output",)  # per example: (texts, hidden) pooled embeddings
+
+    def __init__(self, name: str, **options: Any):
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            raise BertkitError(f"{name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(_OPTIONS)}")
+        super().__init__(name, None, **options)
+        self.pooling = options.get("pooling") or "mean"
+        if self.pooling not in POOLINGS:
+            raise BertkitError(f"{name}: --pooling must be one of {', '.join(POOLINGS)} (got {self.pooling!r})")
+        self.options["pooling"] = self.pooling  # saved with the model: every door reads it
+        self.loss = options.get("loss") or "cosine"
+        known = sorted({loss for losses in LOSSES.values() for loss in losses})
+        if self.loss not in known:
+            raise BertkitError(f"{name}: --loss must be one of {', '.join(known)} (got {self.loss!r})")
+        scale = options.get("score_scale")
+        if scale is not None and not float(scale) > 0:
+            raise BertkitError(f"{name}: --score-scale must be positive (got {scale})")
+        self.score_scale = float(scale) if scale is not None else None
+
+    # ------------------------------------------------------------ data
+    def _split_file(self, data_dir: str | Path, split: str) -> Path:
+        return find_split_file(data_dir, split, self.options.get(f"{split}_file"))
+
+    def _layout(self, path: Path) -> tuple[str, dict[str, str]]:
+        given = {"text_a": self.options.get("text_column"), "text_b": self.options.get("pair_column"),
+                 "score": self.options.get("label_column")}
+        layout, columns = pair_columns(path, self.options.get("format"), given)
+        if self.loss not in LOSSES.get(layout, ()):
+            raise BertkitError(f"{path}: a file of {layout} pairs trains with --loss "
+                               f"{' or '.join(LOSSES.get(layout, ('(none yet)',)))}, not {self.loss}")
+        return layout, columns
+
+    def read(self, data_dir: str | Path, split: str) -> list[PairExample]:
+        path = self._split_file(data_dir, split)
+        layout, columns = self._layout(path)
+        return read_pairs(path, layout, columns, self.options.get("format"))
+
+    def for_data(self, data_dir: str | Path) -> EmbeddingTask:
+        """Without ``score_scale``, scored pairs take the largest absolute score of the
+        training file (at least 1): a new task built with it."""
+        if self.score_scale is not None:
+            return self
+        examples = self.read(data_dir, "train")
+        scores = [abs(ex.score) for ex in examples if ex.score is not None]
+        if not scores:
+            return self
+        return EmbeddingTask(self.name, **{**self.options, "score_scale": max(1.0, max(scores))})
+
+    def read_input(self, path: str | Path) -> list[PairExample]:
+        """A ``predict`` JSON Lines file of pairs (``text_a``, ``text_b``, ``score`` optional)."""
+        layout, columns = pair_columns(path, "jsonl")
+        return read_pairs(path, layout, columns, "jsonl")
+
+    def featurize(self, examples: Sequence[PairExample], tokenizer, max_seq_length: int,
+                  train: bool = False) -> FeatureSet:
+        """One feature per example: its K texts as rows of (K, L) ``input_ids`` /
+        ``attention_mask`` (each text ``[CLS] text [SEP]``, padded to the longest of the K),
+        plus ``labels`` (the score) for scored pairs."""
+        counts = {len(ex.texts) for ex in examples}
+        if len(counts) > 1:
+            raise BertkitError(f"{self.name}: examples with {sorted(counts)} texts mixed in one split")
+        features, meta, truncated = [], [], 0
+        pad = tokenizer.pad_token_id or 0
+        for e, ex in enumerate(examples):
+            encodings = [tokenizer.encode(text, max_length=max_seq_length) for text in ex.texts]
+            truncated += any(enc.num_truncated > 0 for enc in encodings)
+            width = max(len(enc.input_ids) for enc in encodings)
+            ids = np.full((len(encodings), width), pad, dtype=np.int32)
+            mask = np.zeros((len(encodings), width), dtype=np.int8)
+            for row, enc in enumerate(encodings):
+                ids[row, : len(enc.input_ids)] = enc.input_ids
+                mask[row, : len(enc.input_ids)] = 1
+            feature = {"input_ids": ids, "token_type_ids": np.zeros_like(mask), "attention_mask": mask}
+            if ex.score is not None:
+                feature["labels"] = np.asarray(ex.score, dtype=np.float32)
+            elif train and self.loss in LOSSES["scored"]:
+                raise BertkitError(f"{self.name}: training example at line {ex.line} has no score")
+            features.append(feature)
+            meta.append(e)
+        return FeatureSet(features, meta, {"input_ids": pad, "token_type_ids": 0, "attention_mask": 0},
+                          num_examples=len(examples), num_truncated=truncated)
+
+    # ------------------------------------------------------------ model
+    def model_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def build_model(self, model_dir, config_overrides=None) -> BertModel:
+        """The bare encoder of ``model_dir``. Its pooler (``tanh`` at ``[CLS]``) is kept as it
+        is, frozen: no embedding reads it, but a directory with one loads everywhere without a
+        missing-tensor warning."""
+        model = super().build_model(model_dir, config_overrides)
+        model.pooler.requires_grad_(False)
+        return model
+
+    def embed_batch(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(B, K, H) embeddings of a collated batch of (B, K, L) rows."""
+        ids = batch["input_ids"]
+        b, k, length = ids.shape
+        mask = batch["attention_mask"].reshape(b * k, length)
+        types = batch["token_type_ids"].reshape(b * k, length)
+        hidden = model(ids.reshape(b * k, length), types, mask).last_hidden_state
+        return pool_features(hidden, mask, self.pooling).reshape(b, k, -1)
+
+    def compute(self, model, batch: dict[str, torch.Tensor]) -> ModelOutput:
+        """The batch's embeddings (``pooled_output``, (B, K, H)) and, with targets, the loss."""
+        vectors = self.embed_batch(model, batch)
+        loss = None
+        if "labels" in batch:
+            loss = self.pair_loss(vectors.float(), batch["labels"].float())
+        return ModelOutput(loss=loss, pooled_output=vectors)
+
+    def pair_loss(self, vectors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """The chosen loss of scored pairs ``vectors[:, 0]``, ``vectors[:, 1]``."""
+        u, v = vectors[:, 0], vectors[:, 1]
+        if self.loss == "cosent":
+            return cosent_loss(u, v, scores)
+        return cosine_loss(u, v, scores / (self.score_scale or 1.0))
+
+    # ------------------------------------------------------------ scoring
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return ("spearman", "pearson")
+
+    def evaluate(self, examples, features, outputs) -> dict[str, float]:
+        """Spearman and Pearson correlation of the cosine of each pair's embeddings with the
+        gold score (x100 is how STS figures are usually written; these are in [-1, 1])."""
+        if any(ex.score is None for ex in examples):
+            raise BertkitError(f"{self.name}: the evaluation data has no scores to score against")
+        cos, gold = _cosines(outputs["pooled_output"]), np.array([ex.score for ex in examples])
+        return {"spearman": spearman(cos, gold), "pearson": pearson(cos, gold)}
+
+    def predict(self, examples, features, outputs) -> list[dict]:
+        """``{"id", "cosine"}`` per example: the cosine of its first two texts' embeddings."""
+        cos = _cosines(outputs["pooled_output"])
+        return [{"id": ex.guid, "cosine": round(float(c), 6)} for ex, c in zip(examples, cos)]
+
+
+def create_task(name: str, **options) -> EmbeddingTask:
+    """The sentence-embedding task; see the module docstring for the options."""
+    return EmbeddingTask(name, **options)

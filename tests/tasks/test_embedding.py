@@ -1,0 +1,171 @@
+"""The sentence-embedding task: pair files, losses, fine-tuning a bi-encoder, and the saved
+directory embedding at every door with the trained pooling."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.cli.main import main
+from bertkit.errors import BertkitError, DataFormatError
+from bertkit.finetuning.config import FinetuneConfig
+from bertkit.finetuning.loop import finetune
+from bertkit.inference import load
+from bertkit.modeldir.st_layout import read_st_pooling
+from bertkit.tasks import get_task
+from bertkit.tasks.embedding import cosent_loss, cosine_loss
+from bertkit.tasks.formats.pairs import pair_columns, read_pairs
+from tests.finetune_helpers import FAST, NOISE, make_model, one_thread  # noqa: F401
+
+STSB_HEADER = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_model(tmp_path_factory.mktemp("embedding_model"))
+
+
+def toy_pair(rng: random.Random, score: float) -> tuple[str, str]:
+    """Two short noise sentences; with score 5 both carry ``good``, with 0 one carries
+    ``good`` and the other ``bad``, with 2.5 one carries ``good`` and the other neither."""
+    def words(key):
+        out = [rng.choice(NOISE) for _ in range(rng.randint(2, 5))]
+        if key:
+            out.insert(rng.randint(0, len(out)), key)
+        return " ".join(out)
+    second = {5.0: "good", 2.5: None, 0.0: "bad"}[score]
+    return words("good"), words(second)
+
+
+def write_stsb(directory, train: int = 192, dev: int = 60):
+    """Toy scored pairs in GLUE STS-B's own layout (ten columns, header)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, n, seed in (("train", train, 1), ("dev", dev, 2)):
+        rng = random.Random(seed)
+        lines = [STSB_HEADER]
+        for i in range(n):
+            score = (0.0, 2.5, 5.0)[i % 3]
+            a, b = toy_pair(rng, score)
+            lines.append(f"{i}\tmain-captions\ttoy\t2012\t{i:04d}\tnone\tnone\t{a}\t{b}\t{score:.3f}")
+        (directory / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+# ------------------------------------------------------------------ pair files
+def test_stsb_and_generic_scored_pairs_are_read_by_their_header(tmp_path):
+    write_stsb(tmp_path / "stsb", 3, 3)
+    layout, columns = pair_columns(tmp_path / "stsb" / "train.tsv")
+    assert (layout, columns) == ("scored", {"text_a": "sentence1", "text_b": "sentence2", "score": "score"})
+    examples = read_pairs(tmp_path / "stsb" / "train.tsv", layout, columns)
+    assert [ex.score for ex in examples] == [0.0, 2.5, 5.0] and len(examples[0].texts) == 2
+    (tmp_path / "pairs.csv").write_text('text_a,text_b,score\n"a, b",c,0.5\nd,e,1\n', encoding="utf-8")
+    layout, columns = pair_columns(tmp_path / "pairs.csv")
+    examples = read_pairs(tmp_path / "pairs.csv", layout, columns)
+    assert [(ex.texts, ex.score, ex.line) for ex in examples] == [(["a, b", "c"], 0.5, 2), (["d", "e"], 1.0, 3)]
+
+
+@pytest.mark.parametrize("body, words", [
+    ("text_a,text_b,score\na,b,high\n", "pairs.csv:2: score 'high' in column 'score' is not a number"),
+    ("text_a,text_b,score\na,b,nan\n", "pairs.csv:2: score 'nan' in column 'score' is not finite"),
+    ("text_a,text_b,score\na, ,1\n", "pairs.csv:2: column 'text_b' must be a non-empty text"),
+    ("first,second,score\na,b,1\n", "pairs.csv:1: no text_a column (text_a or sentence1)"),
+])
+def test_bad_pair_files_name_the_file_and_line(tmp_path, body, words):
+    (tmp_path / "pairs.csv").write_text(body, encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        layout, columns = pair_columns(tmp_path / "pairs.csv")
+        read_pairs(tmp_path / "pairs.csv", layout, columns)
+    assert words in str(caught.value)
+
+
+def test_options_are_checked_when_the_task_is_built():
+    with pytest.raises(BertkitError, match="pooling must be one of cls, mean, max"):
+        get_task("embedding", pooling="sum")
+    with pytest.raises(BertkitError, match="loss must be one of"):
+        get_task("embedding", loss="triplet")
+    with pytest.raises(BertkitError, match="unknown option"):
+        get_task("embedding", labels=["a", "b"])
+    task = get_task("embedding")
+    assert (task.pooling, task.loss, task.main_metric) == ("mean", "cosine", "spearman")
+
+
+# ------------------------------------------------------------------ losses
+def test_cosine_loss_is_the_squared_error_of_the_cosine():
+    u = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    v = torch.tensor([[0.0, 2.0], [2.0, 2.0]])
+    target = torch.tensor([0.5, 0.5])  # cosines 0 and 1
+    assert cosine_loss(u, v, target).item() == pytest.approx((0.25 + 0.25) / 2)
+
+
+def test_cosent_loss_equals_its_formula_and_reads_only_the_order_of_scores():
+    torch.manual_seed(0)
+    u, v, scores = torch.randn(5, 4), torch.randn(5, 4), torch.tensor([0.0, 1.0, 1.0, 3.0, 5.0])
+    cos = torch.nn.functional.cosine_similarity(u, v) * 20
+    terms = [cos[j] - cos[i] for i, j in itertools.product(range(5), repeat=2) if scores[i] > scores[j]]
+    want = torch.log(1 + torch.exp(torch.stack(terms)).sum())
+    assert cosent_loss(u, v, scores).item() == pytest.approx(want.item(), rel=1e-5)
+    assert cosent_loss(u, v, scores * 7 + 1).item() == pytest.approx(want.item(), rel=1e-5)
+    agree = torch.tensor([[1.0, 0.0]] * 2), torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # cosines 1, 0
+    right, wrong = cosent_loss(*agree, torch.tensor([1.0, 0.0])), cosent_loss(*agree, torch.tensor([0.0, 1.0]))
+    assert right.item() < 1e-6 < 19 < wrong.item()
+
+
+# ------------------------------------------------------------------ fine-tuning
+@pytest.mark.parametrize("loss", ["cosine", "cosent"])
+def test_finetuning_on_scored_pairs_raises_the_spearman_of_the_cosine(model_dir, tmp_path, loss):
+    data = write_stsb(tmp_path / "data")
+    task = get_task("embedding", loss=loss)
+    cfg = FinetuneConfig(**{**FAST, "epochs": 6, "lr": 1e-3})
+    runs, best = finetune(task, model_dir, data, tmp_path / "out", cfg)
+    before = get_task("embedding")
+    from bertkit.finetuning.evaluate import evaluate_sets, load_eval_sets
+    from bertkit.tokenizer import BertTokenizer
+
+    tok = BertTokenizer.from_file(model_dir / "vocab.txt")
+    sets = load_eval_sets(before, data, tok, 32)
+    untrained, _ = evaluate_sets(before, before.build_model(model_dir), sets, 32)
+    assert best.metrics["spearman"] >= 0.8 > untrained["spearman"] + 0.2
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())["bertkit_finetune"]
+    assert saved["task"] == "embedding"
+    assert saved["options"] == {"loss": loss, "score_scale": 5.0, "pooling": "mean"}
+
+
+def test_the_saved_directory_embeds_with_the_trained_pooling_at_every_door(model_dir, tmp_path):
+    data = write_stsb(tmp_path / "data", 48, 12)
+    out = tmp_path / "out"
+    finetune(get_task("embedding", pooling="max"), model_dir, data, out, FinetuneConfig(**{**FAST, "epochs": 1}))
+    assert read_st_pooling(out) == "max"  # bertkit serve's default pooling
+    assert main(["st-layout", str(out)]) == 0  # sentence-transformers' files, the trained pooling
+    pooling = json.loads((out / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode_max_tokens"] and not pooling["pooling_mode_mean_tokens"]
+    assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 32
+    bert = load(out)
+    texts = ["the man went to the store", "good day"]
+    default = bert.embed(texts)
+    assert bert.default_pooling == "max"
+    np.testing.assert_allclose(default, bert.embed(texts, pool="max"), atol=0)
+    assert not np.allclose(default, bert.embed(texts, pool="cls"), atol=1e-3)
+    # the vectors the task trained and scored are the ones the engine serves
+    task = get_task("embedding", pooling="max")
+    feats = task.featurize(task.read(data, "dev")[:2], bert.tokenizer, 32)
+    with torch.inference_mode():
+        trained = task.compute(bert.model, feats.collate([0, 1])).pooled_output.numpy()
+    ex = task.read(data, "dev")[:2]
+    np.testing.assert_allclose(trained[:, 0], bert.embed([e.texts[0] for e in ex]), atol=1e-5)
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    assert main(["embed", str(out), "--input", str(tmp_path / "texts.txt"),
+                 "--output", str(tmp_path / "vectors.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "vectors.npy"), default, atol=1e-6)
+    predictions = [json.loads(x) for x in (out / "predictions_dev.jsonl").read_text().splitlines()]
+    assert len(predictions) == 12 and set(predictions[0]) == {"id", "cosine"}
+
+
+def test_a_model_that_was_not_trained_for_embeddings_keeps_cls_as_its_default(model_dir):
+    bert = load(model_dir)
+    assert bert.default_pooling == "cls"
+    np.testing.assert_allclose(bert.embed(["good day"]), bert.embed(["good day"], pool="cls"), atol=0)
