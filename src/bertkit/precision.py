@@ -3,8 +3,10 @@
 Names (:data:`PRECISIONS`):
 
 * ``fp32`` - the weights as they are;
-* ``bf16`` - fp32 weights run under autocast: matrix products in bfloat16, LayerNorm and
-  softmax in fp32 (so one loaded model serves fp32 and bf16);
+* ``bf16`` - matrix products in bfloat16 under autocast, LayerNorm and softmax accumulating in
+  fp32; training keeps fp32 master weights, inference stores the linear layers' weights in
+  bf16 once (:func:`bertkit.modeldir.int8.prepare`: no cast at every forward pass, the same
+  answers);
 * ``fp16`` - autocast in float16, on a CUDA device only (training adds a gradient scaler);
 * ``int8`` - inference only, on the CPU: every linear layer of the encoder and the heads runs
   as a dynamically quantised INT8 layer (:mod:`bertkit.modeldir.int8`);
