@@ -17,9 +17,10 @@ from bertkit.finetuning.config import FinetuneConfig
 from bertkit.finetuning.loop import finetune
 from bertkit.inference import load
 from bertkit.modeldir.st_layout import read_st_pooling
+from bertkit.runlog import read_log
 from bertkit.tasks import get_task
-from bertkit.tasks.embedding import cosent_loss, cosine_loss
-from bertkit.tasks.formats.pairs import pair_columns, read_pairs
+from bertkit.tasks.embedding import cosent_loss, cosine_loss, mnr_loss, retrieval_metrics
+from bertkit.tasks.formats.pairs import PairExample, pair_columns, read_pairs
 from tests.finetune_helpers import FAST, NOISE, make_model, one_thread  # noqa: F401
 
 STSB_HEADER = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
@@ -132,7 +133,8 @@ def test_finetuning_on_scored_pairs_raises_the_spearman_of_the_cosine(model_dir,
     assert best.metrics["spearman"] >= 0.8 > untrained["spearman"] + 0.2
     saved = json.loads((tmp_path / "out" / "config.json").read_text())["bertkit_finetune"]
     assert saved["task"] == "embedding"
-    assert saved["options"] == {"loss": loss, "score_scale": 5.0, "pooling": "mean"}
+    scale = {"score_scale": 5.0} if loss == "cosine" else {}  # CoSENT reads only the scores' order
+    assert saved["options"] == {"loss": loss, "pooling": "mean", **scale}
 
 
 def test_the_saved_directory_embeds_with_the_trained_pooling_at_every_door(model_dir, tmp_path):
@@ -169,3 +171,75 @@ def test_a_model_that_was_not_trained_for_embeddings_keeps_cls_as_its_default(mo
     bert = load(model_dir)
     assert bert.default_pooling == "cls"
     np.testing.assert_allclose(bert.embed(["good day"]), bert.embed(["good day"], pool="cls"), atol=0)
+
+
+# ------------------------------------------------------------------ positive pairs
+def test_mrpc_files_are_read_as_their_paraphrases_only(tmp_path):
+    rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", '1\t1\t2\tHe said "yes".\tHe agreed.',
+            "0\t3\t4\tIt rained.\tIt was sunny.", "1\t5\t6\tA cat sat.\tA cat was sitting."]
+    (tmp_path / "msr_paraphrase_train.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = get_task("embedding", loss="mnr")
+    examples = task.read(tmp_path, "train")
+    assert [(ex.texts, ex.line) for ex in examples] == [(['He said "yes".', "He agreed."], 2),
+                                                        (["A cat sat.", "A cat was sitting."], 4)]
+    with pytest.raises(BertkitError, match="positive pairs trains with --loss mnr, not cosine"):
+        get_task("embedding").read(tmp_path, "train")
+
+
+def test_anchor_positive_negative_files_and_their_column_options(tmp_path):
+    (tmp_path / "train.jsonl").write_text(json.dumps({"anchor": "a", "positive": "b", "negative": "c"}) + "\n")
+    assert get_task("embedding", loss="mnr").read(tmp_path, "train")[0].texts == ["a", "b", "c"]
+    (tmp_path / "train.csv").write_text("q,d\nwhere,here\n")
+    task = get_task("embedding", loss="mnr", text_column="q", pair_column="d", train_file="train.csv")
+    assert task.read(tmp_path, "train")[0].texts == ["where", "here"]
+    with pytest.raises(DataFormatError, match="train.csv:1: no column 'x'"):
+        get_task("embedding", loss="mnr", text_column="x", train_file="train.csv").read(tmp_path, "train")
+
+
+def _cross_entropy(logits: torch.Tensor) -> float:
+    return torch.nn.functional.cross_entropy(logits, torch.arange(len(logits))).item()
+
+
+def test_mnr_loss_is_in_batch_cross_entropy_and_never_takes_a_duplicate_as_negative():
+    torch.manual_seed(0)
+    vectors = torch.randn(3, 3, 8)  # anchor, positive, hard negative
+    unit = torch.nn.functional.normalize(vectors, dim=-1)
+    candidates = torch.cat([unit[:, 1], unit[:, 2]])  # positives, then negatives
+    logits = unit[:, 0] @ candidates.T / 0.05
+    distinct = torch.arange(9).reshape(3, 3)
+    assert mnr_loss(vectors, distinct, 0.05) == pytest.approx(_cross_entropy(logits), rel=1e-5)
+    # row 1 repeats row 0's anchor, row 2's negative is row 0's positive text: anchor 0 must
+    # not be pushed from positive 1 (its own anchor's pair), nor anchor 0 from negative 2
+    dup = torch.tensor([[0, 1, 2], [0, 4, 5], [6, 7, 1]])
+    masked = logits.clone()  # columns: positives of rows 0, 1, 2, then their negatives
+    masked[0, [1, 4, 5]] = float("-inf")  # row 1 shares anchor 0; negative 2 is positive 0's text
+    masked[1, [0, 3]] = float("-inf")  # row 0 shares anchor 1
+    assert mnr_loss(vectors, dup, 0.05) == pytest.approx(_cross_entropy(masked), rel=1e-5)
+    assert mnr_loss(vectors, dup, 0.05) != pytest.approx(_cross_entropy(logits), rel=1e-3)
+
+
+def test_retrieval_metrics_rank_the_dev_positives_for_each_anchor():
+    examples = [PairExample("1", ["q1", "d1"]), PairExample("2", ["q2", "d2"]), PairExample("3", ["q2", "d3"])]
+    outputs = [np.array([[1.0, 0.0], [1.0, 0.1]]),   # q1: d1 first
+               np.array([[0.0, 1.0], [1.0, -1.0]]),  # q2: d3 first, then d1, then d2
+               np.array([[0.0, 1.0], [0.1, 1.0]])]
+    metrics = retrieval_metrics(examples, outputs)
+    assert metrics == {"mrr@10": 1.0, "recall@1": 1.0, "recall@10": 1.0}
+    swapped = retrieval_metrics(examples[:2], outputs[:2])  # q2's only positive d2 ranks 2nd
+    assert swapped["mrr@10"] == pytest.approx((1 + 1 / 2) / 2) and swapped["recall@1"] == 0.5
+
+
+def test_finetuning_with_in_batch_negatives_lowers_the_loss_and_scores_retrieval(model_dir, tmp_path):
+    rng = random.Random(0)
+    keys = ["good", "bad", "day", "night", "cafe", "hello", "world", "quick"]
+    for split, n in (("train", 96), ("dev", 24)):
+        lines = ["anchor,positive"]
+        for i in range(n):
+            key = keys[i % len(keys)]
+            lines.append(f"{key} {' '.join(rng.sample(NOISE, 3))},{' '.join(rng.sample(NOISE, 2))} {key}")
+        (tmp_path / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    cfg = FinetuneConfig(**{**FAST, "epochs": 4, "lr": 1e-3, "log_every": 1})
+    _, best = finetune(get_task("embedding", loss="mnr"), model_dir, tmp_path, tmp_path / "out", cfg)
+    assert set(best.metrics) == {"mrr@10", "recall@1", "recall@10"} and 0 < best.metrics["mrr@10"] <= 1
+    losses = [r["loss"] for r in read_log(tmp_path / "out" / "log.jsonl") if r.get("event") == "train"]
+    assert np.mean(losses[-6:]) < 0.8 * np.mean(losses[:6])

@@ -14,9 +14,18 @@ the layout is told by the file's header (:mod:`bertkit.tasks.formats.pairs`):
   the score divided by ``score_scale``, SBERT's CosineSimilarityLoss) or ``cosent`` (CoSENT:
   ``log(1 + sum exp(20 (cos_j - cos_i)))`` over the pairs of the batch whose gold scores
   order i above j); evaluated by the Spearman (main) and Pearson correlations of the
-  embeddings' cosine with the gold score.
+  embeddings' cosine with the gold score;
+* **positive pairs** (``anchor, positive[, negative]``; the MRPC paraphrase files as they are):
+  loss ``mnr`` (MultipleNegativesRanking: cross-entropy of each anchor's cosines to every
+  positive and negative of the batch, divided by ``temperature``, 0.05 by default, its own
+  positive the target); a candidate with the text of the anchor, of its positive, or from a
+  row with the same anchor is never counted as its negative (it is masked out of the softmax,
+  so a duplicate in the batch cannot teach the model to push a paraphrase away). Evaluated
+  as retrieval over the dev pairs as a small corpus: each dev anchor queries every distinct
+  dev positive; MRR@10 (main), recall@1 and recall@10 of its own positive(s).
 
-Options: ``pooling``, ``loss``, ``score_scale`` (the largest gold score, found in the training
+Options: ``pooling``, ``loss`` (default ``cosine``; positive pairs need ``mnr``: the loss
+fixes the metrics, which are known before the data are read), ``temperature``, ``score_scale`` (the largest gold score, found in the training
 file when not given: STS-B's 5), the generic column options ``text_column``/``pair_column``/
 ``label_column`` (default: the header's ``text_a``/``sentence1``, ``text_b``/``sentence2``,
 ``score``/``label``), ``train_file``, ``dev_file``, ``format``. They are saved with the model
@@ -40,14 +49,16 @@ from bertkit.metrics import pearson, spearman
 from bertkit.model import BertModel, ModelOutput
 from bertkit.model.pooling import POOLINGS, pool_features
 from bertkit.tasks.base import FeatureSet, Task
+from bertkit.tasks.formats import find_glue_file
 from bertkit.tasks.formats.pairs import PairExample, pair_columns, read_pairs
 from bertkit.tasks.generic import find_split_file
 
-__all__ = ["EmbeddingTask", "create_task", "cosent_loss", "cosine_loss"]
+__all__ = ["EmbeddingTask", "cosent_loss", "cosine_loss", "create_task", "mnr_loss", "retrieval_metrics"]
 
-LOSSES = {"scored": ("cosine", "cosent")}
-_OPTIONS = ("pooling", "loss", "score_scale", "text_column", "pair_column", "label_column",
-            "train_file", "dev_file", "format")
+LOSSES = {"scored": ("cosine", "cosent"), "positive": ("mnr",)}  # layout -> the losses it trains with
+_OPTIONS = ("pooling", "loss", "temperature", "score_scale", "text_column", "pair_column",
+            "label_column", "train_file", "dev_file", "format")
+DEFAULT_TEMPERATURE = 0.05  # sentence-transformers' scale 20
 COSENT_SCALE = 20.0  # CoSENT's scale (the paper's and sentence-transformers' default)
 
 
@@ -66,6 +77,50 @@ def cosent_loss(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor,
     ordered = scores[:, None] > scores[None, :]
     diff = diff.masked_fill(~ordered, float("-inf"))
     return torch.logsumexp(torch.cat([diff.new_zeros(1), diff.flatten()]), dim=0)
+
+
+def mnr_loss(vectors: torch.Tensor, text_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """MultipleNegativesRanking over a batch of (B, K, H) ``vectors`` (anchor, positive[,
+    negative]): cross-entropy of anchor i's cosines to the B(K-1) candidates / temperature,
+    target its own positive. ``text_ids`` (B, K) identify texts: a candidate from another
+    row whose text is anchor i's or its positive's, or whose row has anchor i's text, is
+    masked out (a duplicate is not a negative)."""
+    b, k, _ = vectors.shape
+    anchors = F.normalize(vectors[:, 0], dim=-1)
+    candidates = F.normalize(vectors[:, 1:].transpose(0, 1).reshape(b * (k - 1), -1), dim=-1)
+    logits = anchors @ candidates.T / temperature  # column j: row j % b, text 1 + j // b
+    ids = text_ids[:, 1:].transpose(0, 1).reshape(-1)  # candidates' text ids
+    rows = torch.arange(b, device=vectors.device).repeat(k - 1)  # candidates' rows
+    same_text = (ids[None, :] == text_ids[:, :2, None]).any(1)  # = anchor i's or positive i's text
+    same_anchor = text_ids[rows, 0][None, :] == text_ids[:, 0, None]
+    own = rows[None, :] == torch.arange(b, device=vectors.device)[:, None]
+    duplicate = (same_text | same_anchor) & ~own
+    logits = logits.masked_fill(duplicate, float("-inf"))
+    return F.cross_entropy(logits, torch.arange(b, device=vectors.device))
+
+
+def retrieval_metrics(examples: Sequence[PairExample], outputs: Sequence[np.ndarray]) -> dict[str, float]:
+    """Each distinct anchor queries the distinct positives of ``examples`` (embeddings: the
+    (K, H) ``outputs``); MRR@10, recall@1 and recall@10 of its positives, averaged."""
+    corpus: dict[str, int] = {}
+    vectors, relevant, queries = [], {}, {}
+    for ex, out in zip(examples, outputs):
+        if ex.texts[1] not in corpus:
+            corpus[ex.texts[1]] = len(vectors)
+            vectors.append(np.asarray(out[1], dtype=np.float64))
+        queries.setdefault(ex.texts[0], np.asarray(out[0], dtype=np.float64))
+        relevant.setdefault(ex.texts[0], set()).add(corpus[ex.texts[1]])
+    docs = np.stack(vectors)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True).clip(min=1e-12)
+    mrr, at1, at10 = [], [], []
+    for text, query in queries.items():
+        scores = docs @ (query / max(np.linalg.norm(query), 1e-12))
+        top = np.argsort(-scores, kind="stable")[:10].tolist()
+        ranks = [r for r, d in enumerate(top) if d in relevant[text]]
+        mrr.append(1.0 / (ranks[0] + 1) if ranks else 0.0)
+        at1.append(float(bool(ranks) and ranks[0] == 0))
+        at10.append(len(ranks) / len(relevant[text]))
+    return {"mrr@10": float(np.mean(mrr)), "recall@1": float(np.mean(at1)), "recall@10": float(np.mean(at10))}
 
 
 def _cosines(outputs: Sequence[np.ndarray]) -> np.ndarray:
@@ -95,6 +150,9 @@ class EmbeddingTask(Task):
         known = sorted({loss for losses in LOSSES.values() for loss in losses})
         if self.loss not in known:
             raise BertkitError(f"{name}: --loss must be one of {', '.join(known)} (got {self.loss!r})")
+        self.temperature = float(options.get("temperature") or DEFAULT_TEMPERATURE)
+        if not self.temperature > 0:
+            raise BertkitError(f"{name}: --temperature must be positive (got {self.temperature})")
         scale = options.get("score_scale")
         if scale is not None and not float(scale) > 0:
             raise BertkitError(f"{name}: --score-scale must be positive (got {scale})")
@@ -102,32 +160,47 @@ class EmbeddingTask(Task):
 
     # ------------------------------------------------------------ data
     def _split_file(self, data_dir: str | Path, split: str) -> Path:
-        return find_split_file(data_dir, split, self.options.get(f"{split}_file"))
+        """``DATA/<split>.{csv,tsv,jsonl}`` (or the ``*_file`` option), else MRPC's files."""
+        try:
+            return find_split_file(data_dir, split, self.options.get(f"{split}_file"))
+        except FileNotFoundError as missing:
+            try:
+                return find_glue_file("mrpc", data_dir, split)
+            except (FileNotFoundError, ValueError):
+                raise missing from None
+
+    def _format(self, path: Path) -> str | None:
+        return self.options.get("format") or ("tsv" if path.suffix == ".txt" else None)
+
+    def _columns(self, path: Path) -> tuple[str, dict[str, str]]:
+        """The layout of a pair file and its columns: the layout of the ``loss`` given, else
+        the header's (then checked against the default loss); the column options name the
+        columns."""
+        loss = self.options.get("loss")
+        layout = next((name for name, losses in LOSSES.items() if loss in losses), None)
+        given = {"text": self.options.get("text_column"), "pair": self.options.get("pair_column"),
+                 "score": self.options.get("label_column")}
+        return pair_columns(path, self._format(path), given, layout)
 
     def _layout(self, path: Path) -> tuple[str, dict[str, str]]:
-        given = {"text_a": self.options.get("text_column"), "text_b": self.options.get("pair_column"),
-                 "score": self.options.get("label_column")}
-        layout, columns = pair_columns(path, self.options.get("format"), given)
+        layout, columns = self._columns(path)
         if self.loss not in LOSSES.get(layout, ()):
             raise BertkitError(f"{path}: a file of {layout} pairs trains with --loss "
-                               f"{' or '.join(LOSSES.get(layout, ('(none yet)',)))}, not {self.loss}")
+                               f"{' or '.join(LOSSES[layout])}, not {self.loss}")
         return layout, columns
 
     def read(self, data_dir: str | Path, split: str) -> list[PairExample]:
         path = self._split_file(data_dir, split)
         layout, columns = self._layout(path)
-        return read_pairs(path, layout, columns, self.options.get("format"))
+        return read_pairs(path, layout, columns, self._format(path))
 
     def for_data(self, data_dir: str | Path) -> EmbeddingTask:
-        """Without ``score_scale``, scored pairs take the largest absolute score of the
+        """Without ``score_scale``, the cosine loss takes the largest absolute score of the
         training file (at least 1): a new task built with it."""
-        if self.score_scale is not None:
+        if self.score_scale is not None or self.loss != "cosine":
             return self
-        examples = self.read(data_dir, "train")
-        scores = [abs(ex.score) for ex in examples if ex.score is not None]
-        if not scores:
-            return self
-        return EmbeddingTask(self.name, **{**self.options, "score_scale": max(1.0, max(scores))})
+        scores = [abs(ex.score) for ex in self.read(data_dir, "train") if ex.score is not None]
+        return EmbeddingTask(self.name, **{**self.options, "score_scale": max([1.0, *scores])})
 
     def read_input(self, path: str | Path) -> list[PairExample]:
         """A ``predict`` JSON Lines file of pairs (``text_a``, ``text_b``, ``score`` optional)."""
@@ -138,12 +211,14 @@ class EmbeddingTask(Task):
                   train: bool = False) -> FeatureSet:
         """One feature per example: its K texts as rows of (K, L) ``input_ids`` /
         ``attention_mask`` (each text ``[CLS] text [SEP]``, padded to the longest of the K),
-        plus ``labels`` (the score) for scored pairs."""
+        ``text_ids`` (K,) (equal texts of the split share an id), plus ``labels`` (the score)
+        for scored pairs."""
         counts = {len(ex.texts) for ex in examples}
         if len(counts) > 1:
             raise BertkitError(f"{self.name}: examples with {sorted(counts)} texts mixed in one split")
         features, meta, truncated = [], [], 0
         pad = tokenizer.pad_token_id or 0
+        text_ids: dict[str, int] = {}  # equal texts share an id (mnr: duplicates are no negatives)
         for e, ex in enumerate(examples):
             encodings = [tokenizer.encode(text, max_length=max_seq_length) for text in ex.texts]
             truncated += any(enc.num_truncated > 0 for enc in encodings)
@@ -153,7 +228,9 @@ class EmbeddingTask(Task):
             for row, enc in enumerate(encodings):
                 ids[row, : len(enc.input_ids)] = enc.input_ids
                 mask[row, : len(enc.input_ids)] = 1
-            feature = {"input_ids": ids, "token_type_ids": np.zeros_like(mask), "attention_mask": mask}
+            feature = {"input_ids": ids, "token_type_ids": np.zeros_like(mask), "attention_mask": mask,
+                       "text_ids": np.array([text_ids.setdefault(t.strip(), len(text_ids)) for t in ex.texts],
+                                            dtype=np.int64)}
             if ex.score is not None:
                 feature["labels"] = np.asarray(ex.score, dtype=np.float32)
             elif train and self.loss in LOSSES["scored"]:
@@ -188,7 +265,9 @@ class EmbeddingTask(Task):
         """The batch's embeddings (``pooled_output``, (B, K, H)) and, with targets, the loss."""
         vectors = self.embed_batch(model, batch)
         loss = None
-        if "labels" in batch:
+        if self.loss == "mnr":
+            loss = mnr_loss(vectors.float(), batch["text_ids"], self.temperature)
+        elif "labels" in batch:
             loss = self.pair_loss(vectors.float(), batch["labels"].float())
         return ModelOutput(loss=loss, pooled_output=vectors)
 
@@ -202,11 +281,16 @@ class EmbeddingTask(Task):
     # ------------------------------------------------------------ scoring
     @property
     def metric_names(self) -> tuple[str, ...]:
+        if self.loss == "mnr":
+            return ("mrr@10", "recall@1", "recall@10")
         return ("spearman", "pearson")
 
     def evaluate(self, examples, features, outputs) -> dict[str, float]:
-        """Spearman and Pearson correlation of the cosine of each pair's embeddings with the
-        gold score (x100 is how STS figures are usually written; these are in [-1, 1])."""
+        """Scored pairs: Spearman and Pearson correlation of the cosine of each pair's
+        embeddings with the gold score (x100 is how STS figures are usually written; these are
+        in [-1, 1]). Positive pairs: :func:`retrieval_metrics`."""
+        if self.loss == "mnr":
+            return retrieval_metrics(examples, outputs["pooled_output"])
         if any(ex.score is None for ex in examples):
             raise BertkitError(f"{self.name}: the evaluation data has no scores to score against")
         cos, gold = _cosines(outputs["pooled_output"]), np.array([ex.score for ex in examples])

@@ -85,7 +85,10 @@ class TaskOptions:
     pooling: str | None = option(None, "how token vectors become the sentence embedding "
                                        "(default: mean)", choices=("mean", "cls", "max"))
     loss: str | None = option(None, "scored pairs: cosine (MSE of cosine vs score, the default) "
-                                    "or cosent", choices=("cosine", "cosent"))
+                                    "or cosent; positive pairs: mnr (in-batch negatives)",
+                              choices=("cosine", "cosent", "mnr"))
+    temperature: float | None = option(None, "mnr: the softmax temperature of the cosines "
+                                             "(default: 0.05, sentence-transformers' scale 20)", gt=0)
     score_scale: float | None = option(
         None, "scored pairs: the score that means identical, for the cosine loss (default: the "
               "largest score of the training file, e.g. STS-B's 5)", gt=0)
@@ -103,7 +106,7 @@ GROUPS = {  # help group -> the fields shown in it
     "SQuAD (squad, squad2)": (
         "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
         "null_score_diff_threshold"),
-    "sentence embeddings (embedding)": ("pooling", "loss", "score_scale"),
+    "sentence embeddings (embedding)": ("pooling", "loss", "temperature", "score_scale"),
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(TaskOptions)}
 _HINTS = typing.get_type_hints(TaskOptions)
