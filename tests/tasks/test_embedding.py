@@ -243,3 +243,22 @@ def test_finetuning_with_in_batch_negatives_lowers_the_loss_and_scores_retrieval
     assert set(best.metrics) == {"mrr@10", "recall@1", "recall@10"} and 0 < best.metrics["mrr@10"] <= 1
     losses = [r["loss"] for r in read_log(tmp_path / "out" / "log.jsonl") if r.get("event") == "train"]
     assert np.mean(losses[-6:]) < 0.8 * np.mean(losses[:6])
+
+
+# ------------------------------------------------------------------ Matryoshka
+def test_matryoshka_sums_the_loss_over_leading_widths_and_scores_each(model_dir, tmp_path):
+    data = write_stsb(tmp_path / "data", 48, 12)
+    task = get_task("embedding", matryoshka_dims=[8, 32, 16])
+    assert task.metric_names == ("spearman", "pearson", "spearman@32", "spearman@16", "spearman@8")
+    model = task.build_model(model_dir)
+    tok = load(model_dir).tokenizer
+    batch = task.featurize(task.read(data, "train")[:6], tok, 32, train=True).collate(range(6))
+    plain = get_task("embedding")
+    vectors = plain.embed_batch(model, batch).float()
+    want = sum(plain.batch_loss(vectors[..., :d], batch) for d in (32, 16, 8))
+    assert task.compute(model, batch).loss.item() == pytest.approx(want.item(), rel=1e-5)
+    _, best = finetune(task, model_dir, data, tmp_path / "out", FinetuneConfig(**{**FAST, "epochs": 1}))
+    assert set(best.metrics) == set(task.metric_names)
+    assert best.metrics["spearman@32"] == best.metrics["spearman"]  # the full width
+    with pytest.raises(BertkitError, match="matryoshka-dims 64 is wider than the model's embeddings"):
+        get_task("embedding", matryoshka_dims=[64]).build_model(model_dir)

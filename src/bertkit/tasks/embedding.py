@@ -24,6 +24,11 @@ the layout is told by the file's header (:mod:`bertkit.tasks.formats.pairs`):
   as retrieval over the dev pairs as a small corpus: each dev anchor queries every distinct
   dev positive; MRR@10 (main), recall@1 and recall@10 of its own positive(s).
 
+**Matryoshka** (``matryoshka_dims``, e.g. ``128,64,32``): the loss is summed over those leading
+widths of the embedding (each cut and compared on its own), so a prefix works alone and
+``/embed``'s ``dimensions`` truncates well; dev adds each width's main metric
+(``spearman@64`` ...).
+
 Options: ``pooling``, ``loss`` (default ``cosine``; positive pairs need ``mnr``: the loss
 fixes the metrics, which are known before the data are read), ``temperature``, ``score_scale`` (the largest gold score, found in the training
 file when not given: STS-B's 5), the generic column options ``text_column``/``pair_column``/
@@ -56,7 +61,7 @@ from bertkit.tasks.generic import find_split_file
 __all__ = ["EmbeddingTask", "cosent_loss", "cosine_loss", "create_task", "mnr_loss", "retrieval_metrics"]
 
 LOSSES = {"scored": ("cosine", "cosent"), "positive": ("mnr",)}  # layout -> the losses it trains with
-_OPTIONS = ("pooling", "loss", "temperature", "score_scale", "text_column", "pair_column",
+_OPTIONS = ("pooling", "loss", "temperature", "matryoshka_dims", "score_scale", "text_column", "pair_column",
             "label_column", "train_file", "dev_file", "format")
 DEFAULT_TEMPERATURE = 0.05  # sentence-transformers' scale 20
 COSENT_SCALE = 20.0  # CoSENT's scale (the paper's and sentence-transformers' default)
@@ -150,6 +155,12 @@ class EmbeddingTask(Task):
         known = sorted({loss for losses in LOSSES.values() for loss in losses})
         if self.loss not in known:
             raise BertkitError(f"{name}: --loss must be one of {', '.join(known)} (got {self.loss!r})")
+        dims = options.get("matryoshka_dims")
+        self.dims = sorted({int(d) for d in dims}, reverse=True) if dims else []
+        if any(d < 1 for d in self.dims):
+            raise BertkitError(f"{name}: --matryoshka-dims must be positive widths (got {dims})")
+        if dims:
+            self.options["matryoshka_dims"] = self.dims
         self.temperature = float(options.get("temperature") or DEFAULT_TEMPERATURE)
         if not self.temperature > 0:
             raise BertkitError(f"{name}: --temperature must be positive (got {self.temperature})")
@@ -250,6 +261,9 @@ class EmbeddingTask(Task):
         missing-tensor warning."""
         model = super().build_model(model_dir, config_overrides)
         model.pooler.requires_grad_(False)
+        if self.dims and self.dims[0] > model.config.hidden_size:
+            raise BertkitError(f"{self.name}: --matryoshka-dims {self.dims[0]} is wider than the model's "
+                               f"embeddings ({model.config.hidden_size})")
         return model
 
     def embed_batch(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -265,11 +279,16 @@ class EmbeddingTask(Task):
         """The batch's embeddings (``pooled_output``, (B, K, H)) and, with targets, the loss."""
         vectors = self.embed_batch(model, batch)
         loss = None
-        if self.loss == "mnr":
-            loss = mnr_loss(vectors.float(), batch["text_ids"], self.temperature)
-        elif "labels" in batch:
-            loss = self.pair_loss(vectors.float(), batch["labels"].float())
+        if self.loss == "mnr" or "labels" in batch:
+            widths = self.dims or [vectors.shape[-1]]  # Matryoshka: each leading width alone
+            loss = sum(self.batch_loss(vectors[..., :d].float(), batch) for d in widths)
         return ModelOutput(loss=loss, pooled_output=vectors)
+
+    def batch_loss(self, vectors: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The chosen loss of a batch's (B, K, D) embeddings."""
+        if self.loss == "mnr":
+            return mnr_loss(vectors, batch["text_ids"], self.temperature)
+        return self.pair_loss(vectors, batch["labels"].float())
 
     def pair_loss(self, vectors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """The chosen loss of scored pairs ``vectors[:, 0]``, ``vectors[:, 1]``."""
@@ -281,19 +300,26 @@ class EmbeddingTask(Task):
     # ------------------------------------------------------------ scoring
     @property
     def metric_names(self) -> tuple[str, ...]:
-        if self.loss == "mnr":
-            return ("mrr@10", "recall@1", "recall@10")
-        return ("spearman", "pearson")
+        names = ("mrr@10", "recall@1", "recall@10") if self.loss == "mnr" else ("spearman", "pearson")
+        return names + tuple(f"{names[0]}@{d}" for d in self.dims)
 
     def evaluate(self, examples, features, outputs) -> dict[str, float]:
         """Scored pairs: Spearman and Pearson correlation of the cosine of each pair's
         embeddings with the gold score (x100 is how STS figures are usually written; these are
         in [-1, 1]). Positive pairs: :func:`retrieval_metrics`."""
+        vectors = outputs["pooled_output"]
+        metrics = self._metrics(examples, vectors)
+        main = self.metric_names[0]
+        for d in self.dims:  # Matryoshka: each width's main metric
+            metrics[f"{main}@{d}"] = self._metrics(examples, [v[:, :d] for v in vectors])[main]
+        return metrics
+
+    def _metrics(self, examples, vectors) -> dict[str, float]:
         if self.loss == "mnr":
-            return retrieval_metrics(examples, outputs["pooled_output"])
+            return retrieval_metrics(examples, vectors)
         if any(ex.score is None for ex in examples):
             raise BertkitError(f"{self.name}: the evaluation data has no scores to score against")
-        cos, gold = _cosines(outputs["pooled_output"]), np.array([ex.score for ex in examples])
+        cos, gold = _cosines(vectors), np.array([ex.score for ex in examples])
         return {"spearman": spearman(cos, gold), "pearson": pearson(cos, gold)}
 
     def predict(self, examples, features, outputs) -> list[dict]:

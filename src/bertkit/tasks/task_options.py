@@ -89,6 +89,10 @@ class TaskOptions:
                               choices=("cosine", "cosent", "mnr"))
     temperature: float | None = option(None, "mnr: the softmax temperature of the cosines "
                                              "(default: 0.05, sentence-transformers' scale 20)", gt=0)
+    matryoshka_dims: tuple[int, ...] | None = option(
+        None, "Matryoshka: the loss summed over these leading widths of the embedding (e.g. "
+              "128,64,32; include the full width to train it too); dev also scores each", ge=1,
+        metavar="D,D,...")
     score_scale: float | None = option(
         None, "scored pairs: the score that means identical, for the cosine loss (default: the "
               "largest score of the training file, e.g. STS-B's 5)", gt=0)
@@ -106,7 +110,8 @@ GROUPS = {  # help group -> the fields shown in it
     "SQuAD (squad, squad2)": (
         "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
         "null_score_diff_threshold"),
-    "sentence embeddings (embedding)": ("pooling", "loss", "temperature", "score_scale"),
+    "sentence embeddings (embedding)": ("pooling", "loss", "temperature", "matryoshka_dims",
+                                        "score_scale"),
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(TaskOptions)}
 _HINTS = typing.get_type_hints(TaskOptions)
