@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError, InputError
-from bertkit.model.pooling import POOLINGS, pool_features  # re-exported: the one pooling
+from bertkit.model.pooling import POOLINGS, pool_features, splade_pool  # pool_features re-exported
 from bertkit.modeldir.entry import saved_task_options
 from bertkit.precision import autocast
 from bertkit.tasks.base import Plan, PlanContext, Row, text_of
@@ -96,7 +96,22 @@ class _StateRows:
         return [hidden[i, :n] for i, n in enumerate(lengths)]
 
 
-EMBED, MASKS, STATES = _EmbedRows(), _MaskRows(), _StateRows()
+class _SparseRows:
+    """Rows -> each row's SPLADE vector (:func:`splade_pool` of the masked-LM logits) as the
+    ``(indices, values)`` of its non-zero terms, indices ascending (``/embed_sparse``). The
+    vocabulary-wide logits are made one row at a time, to bound their memory."""
+
+    def row_outputs(self, model, ids, types, mask, lengths) -> list:
+        hidden = model.encoder_model()(ids, types, mask).last_hidden_state
+        result = []
+        for i, n in enumerate(lengths):
+            vector = splade_pool(model.mlm_head(hidden[i: i + 1, :n]), mask[i: i + 1, :n])[0].cpu().numpy()
+            where = np.flatnonzero(vector)
+            result.append((where, vector[where]))
+        return result
+
+
+EMBED, MASKS, STATES, SPARSE = _EmbedRows(), _MaskRows(), _StateRows(), _SparseRows()
 
 
 class TaskInference:
@@ -289,6 +304,20 @@ class TaskInference:
 
         return Plan(list(rows), (EMBED, layers, pool), finish, truncated, windows=len(rows),
                     left_truncatable=len(rows) == 1)
+
+    def sparse_plan(self, row) -> Plan:
+        """The plan of one row's SPLADE sparse vector (a model with a masked-LM head):
+        ``[{"index": token id, "value": weight}, ...]`` of its non-zero terms, as TEI's
+        ``/embed_sparse`` answers."""
+        if getattr(self.model, "mlm_head", None) is None:
+            raise InputError(f"this model ({type(self.model).__name__}) has no masked-LM head for sparse "
+                             "(SPLADE) embeddings", "unsupported")
+
+        def finish(outputs):
+            indices, values = outputs[0]
+            return [{"index": int(i), "value": float(v)} for i, v in zip(indices, values)]
+
+        return Plan([row], (SPARSE,), finish, bool(getattr(row, "num_truncated", 0)), left_truncatable=True)
 
     def states_plan(self, row) -> Plan:
         """The plan of one row's last hidden states (a list of per-token vectors)."""

@@ -1,7 +1,8 @@
 """Token vectors -> one vector per sequence: the one pooling of bertkit.
 
 Used by the sentence-embedding task (:mod:`bertkit.tasks.embedding`, in training) and by the
-inference engine (``embed``, ``/embed``, long-text windows), so a trained embedding model is
+inference engine (``embed``, ``/embed``, long-text windows; :func:`splade_pool` for
+``/embed_sparse``), so a trained embedding model is
 served with exactly the pooling it was trained with. The modes are sentence-transformers'
 ``Pooling`` modes of the same names (``cls_token``, ``mean_tokens``, ``max_tokens``).
 """
@@ -28,3 +29,11 @@ def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torc
         padding = ~mask.bool().unsqueeze(-1)
         return features.masked_fill(padding, torch.finfo(features.dtype).min).max(1).values
     raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pool!r}")
+
+
+def splade_pool(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """SPLADE's sparse vector of each sequence: (B, V) ``max over tokens of log(1 + relu(l))``
+    of the (B, T, V) masked-LM ``logits`` under the (B, T) ``mask`` (padding never counts;
+    every value is >= 0, most exactly 0). sentence-transformers' ``SpladePooling`` (max)."""
+    values = torch.log1p(torch.relu(logits.float())) * mask.unsqueeze(-1).float()
+    return values.max(1).values

@@ -291,29 +291,46 @@ class Service:
         plans, tokenizing = await self.plans(make, items, single)
         return await self.run(route, plans, single, started, tokenizing, _chars(items))
 
+    def token_row(self, item, where: str, truncate: bool | None, left: bool):
+        """One input (a text or token ids) as a model row, cut from the ``left`` or the right
+        when ``truncate`` allows, else a 413 naming its length (``/embed_all``, ``/embed_sparse``)."""
+        bert, truncate = self.bert, self.truncates(truncate)
+        if isinstance(item, str):
+            check_text(item, where)
+            if left:
+                row = left_row(bert.tokenizer, item, None, bert.max_length)
+            else:
+                row = bert.tokenizer.encode(item, max_length=bert.max_length, truncation="longest_first")
+            if row.num_truncated and not truncate:
+                raise ApiError(f"{where}the input has {len(row.input_ids) + row.num_truncated} tokens, "
+                               f"more than the model's limit of {bert.max_length}", "Validation", 413)
+            return row
+        return id_row(item, bert.model.config.vocab_size, bert.max_length, truncate, left, where)
+
     async def embed_all(self, body: s.EmbedAllRequest) -> tuple[list, dict]:
         started = time.perf_counter()
         no_prompts(body.prompt_name)
         items, single = embed_items(body.inputs, self.config.max_items)
-        bert, truncate = self.bert, self.truncates(body.truncate)
         left = body.truncation_direction.lower() == "left"
 
         def make(item, where):
-            if isinstance(item, str):
-                check_text(item, where)
-                if left:
-                    row = left_row(bert.tokenizer, item, None, bert.max_length)
-                else:
-                    row = bert.tokenizer.encode(item, max_length=bert.max_length, truncation="longest_first")
-                if row.num_truncated and not truncate:
-                    raise ApiError(f"{where}the input has {len(row.input_ids) + row.num_truncated} tokens, "
-                                   f"more than the model's limit of {bert.max_length}", "Validation", 413)
-            else:
-                row = id_row(item, bert.model.config.vocab_size, bert.max_length, truncate, left, where)
-            return bert.states_plan(row)
+            return self.bert.states_plan(self.token_row(item, where, body.truncate, left))
 
         plans, tokenizing = await self.plans(make, items, single)
         return await self.run("embed_all", plans, single, started, tokenizing, _chars(items))
+
+    async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
+        """TEI's ``/embed_sparse``: per input, the non-zero terms of its SPLADE vector."""
+        started = time.perf_counter()
+        no_prompts(body.prompt_name)
+        items, single = embed_items(body.inputs, self.config.max_items)
+        left = body.truncation_direction.lower() == "left"
+
+        def make(item, where):
+            return self.bert.sparse_plan(self.token_row(item, where, body.truncate, left))
+
+        plans, tokenizing = await self.plans(make, items, single)
+        return await self.run("embed_sparse", plans, single, started, tokenizing, _chars(items))
 
     async def similarity(self, body: s.SimilarityRequest) -> tuple[list, dict]:
         if not body.inputs.sentences:

@@ -71,6 +71,12 @@ async def embed_all(body: s.EmbedAllRequest, service: ServiceDep):
     return reply(await service.embed_all(body))
 
 
+@router.post("/embed_sparse", tags=TEI, responses=ERRORS, response_model=list[list[s.SparseValue]],
+             summary="SPLADE sparse vectors (a masked-LM model): the non-zero terms, per input")
+async def embed_sparse(body: s.EmbedSparseRequest, service: ServiceDep):
+    return reply(await service.embed_sparse(body))
+
+
 @router.post("/similarity", tags=TEI, responses=ERRORS, response_model=list[float],
              summary="cosine similarity of each sentence to the source sentence")
 async def similarity(body: s.SimilarityRequest, service: ServiceDep):

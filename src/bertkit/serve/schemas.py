@@ -63,6 +63,17 @@ class EmbedAllRequest(_Truncation):
     prompt_name: str | None = None
 
 
+class EmbedSparseRequest(_Truncation):
+    inputs: Any = Field(..., description="a text, token ids, or a list of those",
+                        examples=["What is Deep Learning?"])
+    prompt_name: str | None = Field(None, description="not supported (no sentence-transformers prompts)")
+
+
+class SparseValue(BaseModel):
+    index: int = Field(..., description="the term's token id")
+    value: float = Field(..., description="its SPLADE weight, max over tokens of log(1 + relu(logit))")
+
+
 class OpenAIRequest(_Body):
     input: Any = Field(..., examples=["What is Deep Learning?"])
     model: str | None = None

@@ -1,0 +1,78 @@
+"""``POST /embed_sparse`` (TEI's route): SPLADE sparse vectors of a masked-LM model, the
+non-zero terms ``{index, value}`` of ``max over tokens of log(1 + relu(logits))``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("fastapi")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from bertkit.inference import load  # noqa: E402
+from bertkit.serve import ServeConfig, create_app  # noqa: E402
+
+from ..task_models import make_task_model  # noqa: E402
+
+TEXTS = ["the man went to the store .", "he is good", "she was bad , the night was good !"]
+SPLADE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "models" / "bert-tiny-splade"
+
+
+def splade_reference(bert, text: str) -> np.ndarray:
+    """The dense SPLADE vector of one text, computed here from the engine's model."""
+    enc = bert.tokenizer.encode(text, max_length=bert.max_length)
+    ids = torch.tensor([enc.input_ids])
+    with torch.inference_mode():
+        logits = bert.model(ids, torch.zeros_like(ids), torch.ones_like(ids)).logits[0].float()
+    return torch.log1p(torch.relu(logits)).max(0).values.numpy()
+
+
+def as_dense(answer: list[dict], size: int) -> np.ndarray:
+    vector = np.zeros(size, dtype=np.float64)
+    vector[[t["index"] for t in answer]] = [t["value"] for t in answer]
+    return vector
+
+
+def test_embed_sparse_answers_the_nonzero_splade_terms(tmp_path):
+    directory = make_task_model(tmp_path, "mlm")
+    bert = load(directory)
+    with TestClient(create_app(ServeConfig(model=str(directory)))) as client:
+        answer = client.post("/embed_sparse", json={"inputs": TEXTS}).json()
+        one = client.post("/embed_sparse", json={"inputs": TEXTS[1]}).json()
+    assert len(answer) == 3 and one == [answer[1]]
+    for text, terms in zip(TEXTS, answer):
+        indices = [t["index"] for t in terms]
+        assert indices == sorted(indices) and all(t["value"] > 0 for t in terms)
+        want = splade_reference(bert, text)
+        assert set(indices) == set(np.flatnonzero(want))
+        np.testing.assert_allclose(as_dense(terms, len(want)), want, atol=1e-5)
+
+
+def test_a_model_without_a_masked_lm_head_is_refused(tmp_path):
+    directory = make_task_model(tmp_path, "classify")
+    with TestClient(create_app(ServeConfig(model=str(directory)))) as client:
+        response = client.post("/embed_sparse", json={"inputs": "he is good"})
+    assert response.status_code == 424 and "no masked-LM head" in response.json()["error"]
+
+
+@pytest.mark.skipif(not SPLADE.is_dir(), reason="the shared SPLADE checkpoint is absent")
+def test_the_shared_splade_checkpoint_equals_transformers():
+    transformers = pytest.importorskip("transformers")
+    texts = ["what is the capital of france?", "BERT is a bidirectional transformer encoder.",
+             "A man is playing a flute."]
+    with TestClient(create_app(ServeConfig(model=str(SPLADE)))) as client:
+        answer = client.post("/embed_sparse", json={"inputs": texts}).json()
+    tok = transformers.AutoTokenizer.from_pretrained(str(SPLADE))
+    model = transformers.AutoModelForMaskedLM.from_pretrained(str(SPLADE)).eval()
+    batch = tok(texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        logits = model(**batch).logits
+    want = (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(1).values.numpy()
+    for terms, vector in zip(answer, want):
+        np.testing.assert_allclose(as_dense(terms, len(vector)), vector, atol=1e-4)
+        top = sorted(terms, key=lambda t: -t["value"])[:10]
+        assert [t["index"] for t in top] == list(np.argsort(-vector, kind="stable")[:10])
