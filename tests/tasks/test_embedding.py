@@ -262,3 +262,16 @@ def test_matryoshka_sums_the_loss_over_leading_widths_and_scores_each(model_dir,
     assert best.metrics["spearman@32"] == best.metrics["spearman"]  # the full width
     with pytest.raises(BertkitError, match="matryoshka-dims 64 is wider than the model's embeddings"):
         get_task("embedding", matryoshka_dims=[64]).build_model(model_dir)
+
+
+def test_the_embedding_options_shadow_no_flag_of_the_commands_that_read_task_options():
+    """finetune and distill gather task options from their parsed flags by name: an option
+    named like one of their own settings (distill's --temperature) would be taken for it."""
+    import dataclasses
+
+    from bertkit.finetuning.config import DistillConfig
+    from bertkit.tasks.task_options import GROUPS
+
+    own = set(GROUPS["sentence embeddings (embedding)"])
+    for config in (FinetuneConfig, DistillConfig):
+        assert own & {f.name for f in dataclasses.fields(config)} == set()

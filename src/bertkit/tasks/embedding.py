@@ -17,7 +17,7 @@ the layout is told by the file's header (:mod:`bertkit.tasks.formats.pairs`):
   embeddings' cosine with the gold score;
 * **positive pairs** (``anchor, positive[, negative]``; the MRPC paraphrase files as they are):
   loss ``mnr`` (MultipleNegativesRanking: cross-entropy of each anchor's cosines to every
-  positive and negative of the batch, divided by ``temperature``, 0.05 by default, its own
+  positive and negative of the batch, divided by ``mnr_temperature``, 0.05 by default, its own
   positive the target); a candidate with the text of the anchor, of its positive, or from a
   row with the same anchor is never counted as its negative (it is masked out of the softmax,
   so a duplicate in the batch cannot teach the model to push a paraphrase away). Evaluated
@@ -30,8 +30,8 @@ widths of the embedding (each cut and compared on its own), so a prefix works al
 (``spearman@64`` ...).
 
 Options: ``pooling``, ``loss`` (default ``cosine``; positive pairs need ``mnr``: the loss
-fixes the metrics, which are known before the data are read), ``temperature``, ``score_scale`` (the largest gold score, found in the training
-file when not given: STS-B's 5), the generic column options ``text_column``/``pair_column``/
+fixes the metrics, which are known before the data are read), ``mnr_temperature``,
+``score_scale`` (the largest gold score, found in the training file when not given: STS-B's 5), the generic column options ``text_column``/``pair_column``/
 ``label_column`` (default: the header's ``text_a``/``sentence1``, ``text_b``/``sentence2``,
 ``score``/``label``), ``train_file``, ``dev_file``, ``format``. They are saved with the model
 (``config.json``, the pooling always), which is how every door finds the trained pooling
@@ -61,8 +61,8 @@ from bertkit.tasks.generic import find_split_file
 __all__ = ["EmbeddingTask", "cosent_loss", "cosine_loss", "create_task", "mnr_loss", "retrieval_metrics"]
 
 LOSSES = {"scored": ("cosine", "cosent"), "positive": ("mnr",)}  # layout -> the losses it trains with
-_OPTIONS = ("pooling", "loss", "temperature", "matryoshka_dims", "score_scale", "text_column", "pair_column",
-            "label_column", "train_file", "dev_file", "format")
+_OPTIONS = ("pooling", "loss", "mnr_temperature", "matryoshka_dims", "score_scale", "text_column",
+            "pair_column", "label_column", "train_file", "dev_file", "format")
 DEFAULT_TEMPERATURE = 0.05  # sentence-transformers' scale 20
 COSENT_SCALE = 20.0  # CoSENT's scale (the paper's and sentence-transformers' default)
 
@@ -161,9 +161,9 @@ class EmbeddingTask(Task):
             raise BertkitError(f"{name}: --matryoshka-dims must be positive widths (got {dims})")
         if dims:
             self.options["matryoshka_dims"] = self.dims
-        self.temperature = float(options.get("temperature") or DEFAULT_TEMPERATURE)
+        self.temperature = float(options.get("mnr_temperature") or DEFAULT_TEMPERATURE)
         if not self.temperature > 0:
-            raise BertkitError(f"{name}: --temperature must be positive (got {self.temperature})")
+            raise BertkitError(f"{name}: --mnr-temperature must be positive (got {self.temperature})")
         scale = options.get("score_scale")
         if scale is not None and not float(scale) > 0:
             raise BertkitError(f"{name}: --score-scale must be positive (got {scale})")

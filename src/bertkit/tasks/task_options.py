@@ -87,8 +87,8 @@ class TaskOptions:
     loss: str | None = option(None, "scored pairs: cosine (MSE of cosine vs score, the default) "
                                     "or cosent; positive pairs: mnr (in-batch negatives)",
                               choices=("cosine", "cosent", "mnr"))
-    temperature: float | None = option(None, "mnr: the softmax temperature of the cosines "
-                                             "(default: 0.05, sentence-transformers' scale 20)", gt=0)
+    mnr_temperature: float | None = option(None, "mnr: the softmax temperature of the cosines "
+                                                 "(default: 0.05, sentence-transformers' scale 20)", gt=0)
     matryoshka_dims: tuple[int, ...] | None = option(
         None, "Matryoshka: the loss summed over these leading widths of the embedding (e.g. "
               "128,64,32; include the full width to train it too); dev also scores each", ge=1,
@@ -110,7 +110,7 @@ GROUPS = {  # help group -> the fields shown in it
     "SQuAD (squad, squad2)": (
         "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
         "null_score_diff_threshold"),
-    "sentence embeddings (embedding)": ("pooling", "loss", "temperature", "matryoshka_dims",
+    "sentence embeddings (embedding)": ("pooling", "loss", "mnr_temperature", "matryoshka_dims",
                                         "score_scale"),
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(TaskOptions)}
