@@ -112,7 +112,7 @@ def test_few_rows_run_on_the_second_packing_with_the_same_weights(tmp_path, monk
     small_calls, smalls = [], {id(m.small) for m in loaded.modules() if isinstance(m, int8._dynamic_linear())}
     real = torch.ops.quantized.linear_dynamic
 
-    def spy(x, packed, reduce_range=False):
+    def spy(x, packed, reduce_range=True):
         small_calls.append((x.numel() // x.shape[-1], id(packed) in smalls))
         return real(x, packed, reduce_range=reduce_range)
 
@@ -213,3 +213,15 @@ def test_bf16_inference_stores_linear_weights_in_bf16_with_the_same_answers(tmp_
     with pytest.raises(BertkitError, match="stored in BF16; it runs at precision bf16, not fp32"):
         prepare(half, "fp32")
     assert prepare(half, "bf16") is half
+
+
+def test_activations_keep_8_bits_where_the_cpu_has_vnni(tmp_path, cpu_class):
+    """7-bit activations (reduce_range) only without VNNI (the AVX2 EPYC); with VNNI/AMX 8."""
+    import bertkit.modeldir.int8 as int8
+
+    model = quantize_int8(load_model(make_task_model(tmp_path, "classify")))
+    layers = [m for m in model.modules() if isinstance(m, int8._dynamic_linear())]
+    assert layers and {m.reduce_range for m in layers} == {cpu_class == "avx2"}
+    save_int8(model, tmp_path / "int8")
+    loaded = [m for m in load_model(tmp_path / "int8").modules() if isinstance(m, int8._dynamic_linear())]
+    assert {m.reduce_range for m in loaded} == {cpu_class == "avx2"}

@@ -91,13 +91,21 @@ def _dynamic_linear():
         """PyTorch's dynamic INT8 linear layer, packed for :data:`INT8_ENGINE` and, where
         :func:`pack_small` ran, again for :data:`SMALL_ENGINE`: an input of at most
         ``small_rows`` rows (:func:`small_rows` when packed) runs on the second packing (same
-        int8 weights and scales, activations quantised the same way, ``reduce_range`` as
-        PyTorch's own layer)."""
+        int8 weights and scales, activations quantised the same way). Activations are
+        quantised to 7 bits (``reduce_range``, PyTorch's own layer always does) only on a CPU
+        without VNNI, where u8 x s8 products summed in 16-bit pairs can saturate; with VNNI
+        or AMX to 8 bits: BERT-Base's last hidden state then differs from fp32 by 0.11 at
+        most (mean 0.019) instead of 0.19 (0.030), as OpenVINO's and ONNX Runtime's INT8."""
 
         small = None
         small_rows = 0
+        reduce_range = True
 
         def pack_small(self) -> None:
+            """Decide the activation range for this CPU, and pack the small-input copy."""
+            from bertkit.cpu import cpu_has_vnni
+
+            self.reduce_range = not cpu_has_vnni()
             quantized = torch.backends.quantized
             rows = small_rows()
             if rows <= 0 or SMALL_ENGINE == quantized.engine or SMALL_ENGINE not in quantized.supported_engines:
@@ -108,9 +116,9 @@ def _dynamic_linear():
             self.small_rows = rows
 
         def forward(self, x):
-            if self.small is not None and x.numel() <= self.small_rows * x.shape[-1]:
-                return torch.ops.quantized.linear_dynamic(x, self.small, reduce_range=True).to(x.dtype)
-            return super().forward(x)
+            small = self.small is not None and x.numel() <= self.small_rows * x.shape[-1]
+            packed = self.small if small else self._packed_params._packed_params
+            return torch.ops.quantized.linear_dynamic(x, packed, reduce_range=self.reduce_range).to(x.dtype)
 
     return Int8Linear
 
