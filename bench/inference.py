@@ -62,7 +62,7 @@ from bertkit.checkpoint import save_pretrained
 from bertkit.config import BertConfig
 from bertkit.inference import length_batches
 from bertkit.model import BertForSequenceClassification, BertModel
-from bertkit.modeldir.int8 import quantize_int8
+from bertkit.modeldir.int8 import prepare
 from bertkit.precision import autocast
 
 PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "ort fp32", "ort int8", "hf fp32",
@@ -376,11 +376,10 @@ def precision_runners(model, directory, names, tmp, calibration=None):
                 return m(ids, types, mask).logits.float()
         return run
 
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16", "int8"):  # as the engine runs each (modeldir.int8.prepare)
         if f"bertkit {precision}" in names:
-            runners[f"bertkit {precision}"] = bertkit(model, precision)
-    if "bertkit int8" in names:
-        runners["bertkit int8"] = bertkit(quantize_int8(copy.deepcopy(model)), "fp32")
+            prepared = model if precision == "fp32" else prepare(copy.deepcopy(model), precision)
+            runners[f"bertkit {precision}"] = bertkit(prepared, precision)
     for precision in ("fp32", "int8"):
         if f"ort {precision}" in names:
             from bertkit.inference.export import OrtModel, export_onnx
