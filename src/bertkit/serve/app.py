@@ -110,7 +110,7 @@ class Service:
         """TEI's model type: ``classifier``, ``reranker`` (a text scorer with one label) or
         ``embedding`` (no task head: also a sentence-embedding fine-tune, a bare encoder)."""
         family = self.bert.family()
-        if family is None or self.bert.task == "feature-extraction":
+        if family is None or not family.head_answers:
             return "embedding"
         return "reranker" if getattr(family, "scores_texts", False) and self.num_labels == 1 else "classifier"
 

@@ -322,6 +322,7 @@ class Task:
 
     # ------------------------------------------------------------ answering raw inputs
     structured_inputs = False  # inputs are mappings (QA, multiple choice), not texts
+    head_answers = True  # the model has a task head whose answers /predict gives (not embeddings)
     rows_from_outputs = True  # row_outputs reads the model's named outputs only (an exported graph can)
 
     def plan(self, item: Any, ctx: PlanContext) -> Plan:

@@ -138,6 +138,8 @@ def _cosines(outputs: Sequence[np.ndarray]) -> np.ndarray:
 class EmbeddingTask(Task):
     """Bi-encoder fine-tuning on pairs; see the module docstring."""
 
+    head_answers = False  # a sentence encoder: its answers are embeddings, not /predict's
+
     model_class = BertModel
     head_tensor = None  # no head: any BERT directory fits
     output_names = ("pooled_output",)  # per example: (texts, hidden) pooled embeddings
