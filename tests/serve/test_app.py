@@ -421,3 +421,30 @@ def test_a_route_handler_runs_alone_without_an_app(tmp_path):
         "negative", "positive", "neutral"]
     tokens = asyncio.run(routes.tokenize(s.TokenizeRequest(inputs="he is good"), service))
     assert [t["text"] for t in tokens[0]] == ["[CLS]", "he", "is", "good", "[SEP]"]
+
+
+def test_inputs_that_broke_the_server_get_a_4xx_and_it_lives_on(tmp_path):
+    """The faults report's tracebacks and amplification: a lone surrogate (/tokenize, /rerank),
+    100,000-deep JSON on the model's own route, 5,000 layers on /embed."""
+    client, _ = client_for(tmp_path, "regression")
+    with client:
+        lone = '{"inputs": "a \\ud800 b"}'
+        for route, body in (("/tokenize", lone),
+                            ("/rerank", '{"query": "he is good", "texts": ["a \\ud800 b"], "return_text": true}')):
+            response = client.post(route, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 422 and "lone surrogate" in response.json()["error"], route
+        deep = "[" * 100_000 + "]" * 100_000
+        response = client.post("/", content=deep, headers={"content-type": "application/json"})
+        assert response.status_code == 400 and "nested too deeply" in response.json()["error"]
+        response = client.post("/embed", json={"inputs": "he is good", "layers": [0] * 5000})
+        assert response.status_code == 422 and "layers: at most 3" in response.json()["error"]
+        assert client.get("/health").status_code == 200
+
+
+def test_the_api_key_can_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTKIT_API_KEY", "s3cret")
+    client, _ = client_for(tmp_path, "classify")
+    with client:
+        assert client.post("/predict", json={"inputs": "he is good"}).status_code == 401
+        assert client.post("/predict", json={"inputs": "he is good"},
+                           headers={"Authorization": "Bearer s3cret"}).status_code == 200

@@ -28,3 +28,41 @@ def test_runtime_options_refused_by_name(options, words):
 def test_runtime_options_accepted(options):
     config = ServeConfig(model="m", **options).check()
     assert ServeConfig.from_json(config.to_json()) == config  # --workers hands it on as JSON
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"api_key": ""}, "--api-key is empty"),
+    ({"api_key": "   "}, "--api-key is empty"),
+    ({"api_key": "k", "api_key_file": "f"}, "one of --api-key and --api-key-file"),
+    ({"cors_allow_origin": ""}, "--cors-allow-origin is empty"),
+    ({"cors_allow_origin": "example.org"}, "'example.org' is not an origin"),
+    ({"cors_allow_origin": "https://a.org, https://b.org/path"}, "is not an origin"),
+])
+def test_access_settings_fail_closed(options, words, monkeypatch):
+    """An empty key (an unset $KEY) or origin list is refused, never an open server."""
+    monkeypatch.delenv("BERTKIT_API_KEY", raising=False)
+    with pytest.raises(OptionError, match=words.replace("(", r"\(")):
+        ServeConfig(model="m", **options).check()
+
+
+def test_the_key_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("BERTKIT_API_KEY", raising=False)
+    assert ServeConfig(model="m").check().key() is None  # no key anywhere: open, as TEI
+    (tmp_path / "key").write_text("s3cret\nignored\n")
+    assert ServeConfig(model="m", api_key_file=str(tmp_path / "key")).check().key() == "s3cret"
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(OptionError, match="--api-key-file .*empty is empty"):
+        ServeConfig(model="m", api_key_file=str(tmp_path / "empty")).check()
+    with pytest.raises(OptionError, match="cannot read it"):
+        ServeConfig(model="m", api_key_file=str(tmp_path / "missing")).check()
+    monkeypatch.setenv("BERTKIT_API_KEY", "from-env")
+    assert ServeConfig(model="m").check().key() == "from-env"
+    monkeypatch.setenv("BERTKIT_API_KEY", "")
+    with pytest.raises(OptionError, match=r"\$BERTKIT_API_KEY is empty"):
+        ServeConfig(model="m").check()
+
+
+def test_origins_lose_a_trailing_slash():
+    assert ServeConfig(model="m", cors_allow_origin="https://a.org/, http://b.org:8080").origins() == \
+        ["https://a.org", "http://b.org:8080"]
+    assert ServeConfig(model="m").origins() == ["*"]

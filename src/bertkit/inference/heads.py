@@ -286,6 +286,8 @@ class TaskInference:
         layers = tuple(int(x) for x in layers)
         if not layers or any(not -states <= x < states for x in layers):
             raise InputError(f"layers must index the {states} hidden states ({-states}..{states - 1})")
+        if len(layers) > states:  # each layer widens the answer: 5,000 of them made 231 MB
+            raise InputError(f"layers: at most {states} (the model's hidden states), got {len(layers)}")
         return layers
 
     def pooled_plan(self, rows: Sequence, layers: Sequence[int] = (-1,), pool: str = "cls",

@@ -204,6 +204,9 @@ class OpenVinoInference(BertInference):
             return kind.row_outputs(self.ov_model, ids, types, mask, [len(r.input_ids) for r in rows])
 
 
+CALIBRATION_MAX_BYTES = 64 << 20
+
+
 def read_calibration(path: str | Path) -> list[str | tuple[str, str]]:
     """Calibration inputs from a UTF-8 text file: one input per line, a tab between the two
     texts of a pair (sentence pairs; question and passage for SQuAD); blank lines skipped.
@@ -211,7 +214,12 @@ def read_calibration(path: str | Path) -> list[str | tuple[str, str]]:
     :class:`DataFormatError` naming the file (and line)."""
     inputs: list[str | tuple[str, str]] = []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, "rb") as f:  # bounded: /dev/zero or a stray huge file must not fill memory
+            data = f.read(CALIBRATION_MAX_BYTES + 1)
+        if len(data) > CALIBRATION_MAX_BYTES:
+            raise BertkitError(f"{path}: the calibration file is larger than {CALIBRATION_MAX_BYTES >> 20} MB; "
+                               "a few hundred inputs of the model's task are enough")
+        lines = data.decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise BertkitError(f"{path}: cannot read the calibration file ({e})") from e
     for number, line in enumerate(lines, 1):

@@ -38,6 +38,7 @@ from bertkit.serve.errors import ApiError, from_input_error
 from bertkit.serve.inputs import (
     check_batch_size,
     check_text,
+    check_unicode,
     embed_items,
     id_row,
     left_row,
@@ -121,9 +122,10 @@ class Service:
         return self.config.truncate if truncate is None else truncate
 
     # ------------------------------------------------------------------ planning and answering
-    async def plans(self, make, items: list, single: bool) -> tuple[list[Plan], float]:
-        """``make(item, where)`` for every item (off the event loop for long requests) and the
-        seconds it took; an engine :class:`InputError` names the item of a batch."""
+    async def plans(self, make, items: list, single: bool, shared_chars: int = 0) -> tuple[list[Plan], float]:
+        """``make(item, where)`` for every item (off the event loop for long requests: the
+        items' characters plus ``shared_chars``, text every item reads, as /rerank's query) and
+        the seconds it took; an engine :class:`InputError` names the item of a batch."""
         def build():
             out = []
             for i, item in enumerate(items):
@@ -135,7 +137,7 @@ class Service:
             return out
 
         start = time.perf_counter()
-        if _chars(items) > OFF_LOOP_CHARS:  # a long text (windows) must not stall /health
+        if _chars(items) + shared_chars * len(items) > OFF_LOOP_CHARS:  # must not stall /health
             self.tokenizing_off_loop += 1
             try:
                 plans = await run_in_threadpool(build)
@@ -237,7 +239,7 @@ class Service:
             plan.finish = lambda outputs: tei_scores(outputs[0], ["score"], body.raw_scores)[0]["score"]
             return plan
 
-        plans, tokenizing = await self.plans(make, list(body.texts), False)
+        plans, tokenizing = await self.plans(make, list(body.texts), False, shared_chars=len(body.query))
         scores, headers = await self.run("rerank", plans, False, started, tokenizing,
                                          _chars(body.texts) + len(body.query) * len(body.texts))
         ranks = [{"index": i, **({"text": body.texts[i]} if body.return_text else {}), "score": float(x)}
@@ -359,6 +361,7 @@ class Service:
         tokenizer gives them), ``text`` the piece of the input; special tokens have no span."""
         if not text:
             raise ApiError(f"{where}`inputs` cannot be empty", "Empty")
+        check_unicode(text, where)
         tok = self.bert.tokenizer
         ids, offsets = tok.text_to_ids_and_offsets(text)
         byte_at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])]).astype(int)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import OptionError
@@ -12,6 +14,10 @@ from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 from bertkit.precision import INFERENCE_DEFAULT
 
 ENV_VAR = "BERTKIT_SERVE_CONFIG"  # how --workers hands the config to each worker process
+
+
+API_KEY_ENV = "BERTKIT_API_KEY"
+ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s,]+")
 
 
 @dataclass
@@ -47,8 +53,10 @@ class ServeConfig:
                                   "X-Bertkit-Truncated header (--no-truncate: answer 413); a "
                                   "request's own \"truncate\" field wins (TEI's --auto-truncate)")
     api_key: str | None = option(None, "require the header 'Authorization: Bearer KEY' on the "
-                                       "model routes (/health, /metrics, /docs and the page stay open)",
-                                 metavar="KEY")
+                                       "model routes (/health, /metrics, /docs and the page stay open); "
+                                       f"visible to other users in ps: prefer ${API_KEY_ENV} or "
+                                       "--api-key-file", metavar="KEY")
+    api_key_file: str | None = option(None, "read the API key from the first line of FILE", metavar="FILE")
     cors_allow_origin: str | None = option(None, "origins allowed to call the API from a browser, "
                                                  "comma-separated (default: any, as TEI)",
                                            metavar="ORIGINS")
@@ -61,6 +69,8 @@ class ServeConfig:
     def check(self) -> ServeConfig:
         """``self``, or a :class:`BertkitError` naming the first bad option."""
         check_config(self, "serve")
+        self.key()
+        self.origins()
         if self.runtime == "openvino":
             if self.device != "cpu":
                 raise OptionError("serve: --runtime openvino runs on the CPU (--device cpu)")
@@ -75,9 +85,54 @@ class ServeConfig:
                               "(PyTorch's INT8 measures activations at run time)")
         return self
 
+    def key(self) -> str | None:
+        """The API key: ``--api-key``, else ``--api-key-file``'s first line, else ``$BERTKIT_API_KEY``;
+        None for an open server. Fails closed: an empty key (an unset ``$KEY`` on the command
+        line, an empty file or variable) is an :class:`OptionError`, never an open server."""
+        given = [(flag, value) for flag, value in (("--api-key", self.api_key),
+                                                   ("--api-key-file", self.api_key_file)) if value is not None]
+        if len(given) > 1:
+            raise OptionError("serve: give one of --api-key and --api-key-file")
+        if self.api_key is not None:
+            key, where = self.api_key, "--api-key"
+        elif self.api_key_file is not None:
+            key, where = _first_line(self.api_key_file), f"--api-key-file {self.api_key_file}"
+        elif API_KEY_ENV in os.environ:
+            key, where = os.environ[API_KEY_ENV], f"${API_KEY_ENV}"
+        else:
+            return None
+        if not key.strip():
+            raise OptionError(f"serve: {where} is empty (an unset variable?): give a key, or leave "
+                              "it out for a server open to anyone who can reach it")
+        return key.strip()
+
+    def origins(self) -> list[str]:
+        """The CORS origins: ``*`` (any, TEI's default) or each ``scheme://host[:port]``, a
+        trailing slash dropped (browsers send none); an empty or malformed one is an
+        :class:`OptionError` (an empty list would let every origin in, a path none)."""
+        if self.cors_allow_origin is None:
+            return ["*"]
+        origins = [o.strip().rstrip("/") for o in self.cors_allow_origin.split(",")]
+        bad = next((o for o in origins if o != "*" and not ORIGIN.fullmatch(o)), None)
+        if not self.cors_allow_origin.strip() or bad is not None:
+            raise OptionError(f"serve: --cors-allow-origin: {bad!r} is not an origin: give "
+                              "scheme://host[:port] (e.g. https://example.org), comma-separated, or *"
+                              if bad else "serve: --cors-allow-origin is empty (an unset variable?): "
+                                          "give origins, or leave it out to allow any (*)")
+        return origins
+
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> ServeConfig:
         return cls(**json.loads(text))
+
+
+def _first_line(path: str) -> str:
+    """The first line of a small file (at most 4 KiB read), or an OptionError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(4096).partition("\n")[0]
+    except (OSError, UnicodeDecodeError) as e:
+        raise OptionError(f"serve: --api-key-file {path}: cannot read it ({e})") from None

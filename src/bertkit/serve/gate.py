@@ -34,9 +34,8 @@ class Gate:
     def install(cls, app: FastAPI, config) -> None:
         from starlette.middleware.cors import CORSMiddleware
 
-        app.add_middleware(cls, api_key=config.api_key, payload_limit=config.payload_limit)
-        origins = [o.strip() for o in (config.cors_allow_origin or "*").split(",") if o.strip()]
-        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
+        app.add_middleware(cls, api_key=config.key(), payload_limit=config.payload_limit)
+        app.add_middleware(CORSMiddleware, allow_origins=config.origins(), allow_methods=["GET", "POST"],
                            allow_headers=["content-type", "authorization"],
                            expose_headers=["x-compute-time", "x-total-time", "x-tokenization-time",
                                            "x-queue-time", "x-inference-time", "x-compute-tokens",

@@ -89,9 +89,20 @@ def check_text(text: str, where: str) -> None:
     :func:`bertkit.tokenizer.basic.is_blank`), which has no tokens to read."""
     from bertkit.tokenizer.basic import is_blank
 
+    check_unicode(text, where)
     if is_blank(text):
         hidden = " (it has no tokens: only control or zero-width characters)" if text.strip() else ""
         raise ApiError(f"{where}`inputs` cannot be empty{hidden}", "Empty")
+
+
+def check_unicode(text: str, where: str) -> None:
+    """A 422 for a text that is not Unicode: JSON's escapes can carry a lone UTF-16 surrogate
+    (``"\\ud800"``), which no tokenizer reads and no answer can echo back as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ApiError(f"{where}the text holds a lone surrogate (U+{ord(text[e.start]):04X} at "
+                       f"character {e.start}): it is not Unicode text", "Validation") from None
 
 
 def id_row(ids: list[int], vocab_size: int, max_length: int, truncate: bool, left: bool,

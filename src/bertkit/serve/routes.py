@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
@@ -104,7 +105,7 @@ for _path in ("/v1/embeddings", "/embeddings"):
 @router.post("/tokenize", tags=TEI, responses=ERRORS, response_model=list[list[s.SimpleToken]],
              summary="tokens with ids and byte offsets")
 async def tokenize(body: s.TokenizeRequest, service: ServiceDep):
-    return service.tokenize(body)
+    return await run_in_threadpool(service.tokenize, body)  # a long text must not stall /health
 
 
 @router.post("/decode", tags=TEI, responses=ERRORS, response_model=list[str], summary="text of token ids")
@@ -253,5 +254,7 @@ async def _json(request: Request) -> Any:
         return json.loads(await request.body())
     except ValueError as e:
         raise ApiError(f"malformed JSON: {e}", "Validation", 400) from None
+    except RecursionError:
+        raise ApiError("malformed JSON: nested too deeply", "Validation", 400) from None
 
 
