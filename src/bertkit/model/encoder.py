@@ -96,6 +96,8 @@ class BertEncoder(nn.Module):
 
     ``forward(hidden, key_mask)`` returns ``(last, all_hidden, all_attentions)``; the tuples
     are ``None`` unless requested. ``all_hidden`` starts with the input (embedding output).
+    ``num_layers`` runs only the first layers (pre-training's sparse last layer runs the last
+    one itself, at the masked positions: :mod:`bertkit.model.sparse_last_layer`).
     """
 
     def __init__(self, config: BertConfig):
@@ -109,11 +111,12 @@ class BertEncoder(nn.Module):
         key_mask: torch.Tensor | None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        num_layers: int | None = None,
     ):
         mask = build_attention_mask(key_mask, hidden.shape[1], self.causal)
         all_hidden = [hidden] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer in self.layer:
+        for layer in self.layer[: len(self.layer) if num_layers is None else num_layers]:
             hidden, probs = layer(hidden, mask, output_attentions)
             if output_hidden_states:
                 all_hidden.append(hidden)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.config import IGNORE_INDEX
-from bertkit.model.attention import MultiHeadSelfAttention, build_attention_mask
+from bertkit.model.attention import MultiHeadSelfAttention
 from bertkit.model.encoder import EncoderLayer
 from bertkit.model.outputs import ModelOutput
 
@@ -113,12 +113,9 @@ def encode_at_positions(bert, input_ids: torch.Tensor, token_type_ids: torch.Ten
         packed, packing, _ = encode_packed(bert, input_ids, token_type_ids, key_mask,
                                            num_layers=max(0, len(layers) - 1))
         hidden = packing.unpack(packed)
-    else:
-        hidden = bert.embeddings(input_ids, token_type_ids)
-        if len(layers):
-            mask = build_attention_mask(key_mask, length, causal)
-            for layer in layers[:-1]:
-                hidden, _ = layer(hidden, mask)
+    else:  # the encoder's own loop, all layers but the last
+        hidden = bert.encoder(bert.embeddings(input_ids, token_type_ids), key_mask,
+                              num_layers=max(0, len(layers) - 1))[0]
     if len(layers) == 0:
         last = gather_positions(hidden, positions)
     else:
