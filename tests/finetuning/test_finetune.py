@@ -207,3 +207,23 @@ def test_nan_outputs_are_refused_not_scored(trained, toy_dir):
     feats = featurize(task, task.read(toy_dir, "dev"), load_tokenizer(out), 32, False, "dev")
     with pytest.raises(BertkitError, match=r"NaN or infinite outputs for 48 of 48"):
         run_model(task, model, feats, 16)
+
+
+def test_a_vocabulary_that_does_not_know_the_data_is_warned_about(tmp_path, model_dir):
+    """Words the toy vocabulary lacks become [UNK]: fine-tuning says so (and logs it)."""
+    data = tmp_path / "sst2"
+    data.mkdir()
+    rows = ["sentence\tlabel"] + [f"{'good' if i % 2 else 'bad'} xylophone quartz zebra\t{i % 2}" for i in range(32)]
+    for split in ("train", "dev"):
+        (data / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    with pytest.warns(UserWarning, match=r"\[UNK\]"):
+        finetune(get_task("sst2"), model_dir, data, tmp_path / "out", FinetuneConfig(**{**FAST, "epochs": 1}))
+    record = next(r for r in read_log(tmp_path / "out" / "log.jsonl") if r["event"] == "unknown")
+    assert record["rate"] > 0.5 and record["unknown"] > 0
+
+
+def test_task_texts_are_the_examples_strings_not_their_ids():
+    from bertkit.tasks.formats.base import TextExample
+
+    ex = TextExample("7", "a first text", "a second", "1")
+    assert get_task("mrpc").texts(ex) == ["a first text", "a second"]

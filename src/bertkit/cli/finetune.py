@@ -25,6 +25,7 @@ from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 from bertkit.precision import INFERENCE_DEFAULT
 from bertkit.tasks.task_options import GROUPS, TaskOptions, task_options_from
+from bertkit.tokenizer.settings import add_tokenizer_flags
 
 # FinetuneConfig fields that are not plain ``finetune`` flags: the grid has its own syntax,
 # the rest are shared with evaluate/predict (declared in _common)
@@ -44,10 +45,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
         parser.add_argument("--data", required=True, metavar="DIR",
                             help="data folder (GLUE: the task folder or the GLUE root)")
     parser.add_argument("--vocab", metavar="FILE", help="vocab.txt when the model has none")
-    case = parser.add_mutually_exclusive_group()
-    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
-                      help="lower-case input (uncased vocabulary)")
-    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
+    add_tokenizer_flags(parser)  # checked against the settings saved with the vocabulary
     add_options(parser, FinetuneConfig, only=("max_seq_length",), resolved={"max_seq_length": (
         "the fine-tuned model's, else the task's: 128, SQuAD 384" if inference
         else "the task's: 128, SQuAD 384, at most the model's positions")})
@@ -173,7 +171,7 @@ def run_finetune(args) -> int:
         from bertkit.checkpoint import load_tokenizer
 
         task, _ = _setup(args, for_training=True)
-        tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase)
+        tokenizer = load_tokenizer(args.model, args.vocab, args.lowercase, args.strip_accents)
         cfg = FinetuneConfig(**{
             **options_from_args(FinetuneConfig, args),  # every flag FinetuneConfig declares
             "grid": parse_grid(args.grid) if args.grid is not None else None,
@@ -201,7 +199,7 @@ def _setup_trained(args):
     task, entry = _setup(args, for_training=False)
     check_model(args.model, task)  # unfinished, no trained head, another task: warnings
     bert = load(args.model, args.vocab, args.lowercase, device=args.device,
-                precision=args.precision, task=task)
+                precision=args.precision, task=task, strip_accents=args.strip_accents)
     return task, entry, bert
 
 

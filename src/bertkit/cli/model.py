@@ -17,15 +17,13 @@ from bertkit.options import bounded
 from bertkit.precision import DTYPE_PRECISIONS, INFERENCE_DEFAULT, from_dtype
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
+from bertkit.tokenizer.settings import add_tokenizer_flags
 
 
 def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model directory (bertkit or Hugging Face BERT)")
     parser.add_argument("--vocab", help="vocab.txt to use when MODEL has none")
-    case = parser.add_mutually_exclusive_group()
-    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
-                      help="lower-case input (uncased vocabulary)")
-    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case")
+    add_tokenizer_flags(parser)  # checked against the settings saved with the vocabulary
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default=INFERENCE_DEFAULT, choices=INFERENCE_PRECISIONS,
                         help=f"fp32, bf16/fp16 autocast, int8 dynamic quantisation (CPU), or "
@@ -92,7 +90,7 @@ def _load(args):
         precision = from_dtype(args.dtype)
         print(f"bertkit: warning: --dtype is deprecated: use --precision {precision}", file=sys.stderr)
     return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device,
-                precision=precision)
+                precision=precision, strip_accents=args.strip_accents)
 
 
 def _text_lines(path: str) -> list[str]:
@@ -181,6 +179,9 @@ def run_embed(args) -> int:
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
     from bertkit.tasks.windows import LongText
+    from bertkit.tokenizer.unknown import unknown_report, warn_unknown
+
+    warn_unknown(unknown_report(bert.tokenizer, [*texts[:2000], *(pairs or [])[:2000]]), "the input texts")
 
     try:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,

@@ -158,6 +158,22 @@ def _score(metrics: dict[str, float], name: str) -> float:
 
 
 # ------------------------------------------------------------------ training
+UNKNOWN_PROBE = 2000  # training examples whose texts the [UNK] check reads
+
+
+def _check_unknown(task: Task, examples, tokenizer, logger: RunLogger) -> None:
+    """Warn (and log ``event=unknown``) when the vocabulary does not know the training data:
+    the ``[UNK]`` rate of the first examples and its likely cause (casing, accents, another
+    language's vocabulary: :mod:`bertkit.tokenizer.unknown`)."""
+    from bertkit.tokenizer.unknown import unknown_report, warn_unknown
+
+    report = unknown_report(tokenizer, (t for ex in examples[:UNKNOWN_PROBE] for t in task.texts(ex)))
+    message = warn_unknown(report, "the training data")
+    if message:
+        logger.log(event="unknown", rate=round(report.rate, 4), unknown=report.unknown,
+                   tokens=report.tokens, cause=report.cause)
+
+
 def training_precision(cfg: FinetuneConfig, device, model_dir) -> tuple[str, str]:
     """``(precision, why)`` fine-tuning from ``model_dir`` runs at: ``cfg.precision`` resolved
     for the model's width (:func:`bertkit.precision.resolve`)."""
@@ -355,6 +371,7 @@ def _finetune(task: Task, model_dir, data_dir, run_dir: RunDir, cfg: FinetuneCon
     if cfg.max_train_examples and len(examples) > cfg.max_train_examples:
         keep = np.sort(np.random.default_rng(0).permutation(len(examples))[: cfg.max_train_examples])
         examples = [examples[i] for i in keep]
+    _check_unknown(task, examples, tokenizer, logger)
     train = featurize(task, examples, tokenizer, cfg.max_seq_length, True, "train", logger)
     sets = load_eval_sets(task, data_dir, tokenizer, cfg.max_seq_length, logger=logger)
     points = grid_points(cfg)

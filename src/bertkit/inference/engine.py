@@ -254,12 +254,14 @@ def load(
     model_class: type[BertPreTrainedModel] | None = None,
     precision: str = INFERENCE_DEFAULT,
     task: Task | None = None,
+    strip_accents: bool | None = None,
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
     :func:`bertkit.modeldir.int8.save_int8`) ready for fill-mask / embed / predict at
     ``precision`` (:data:`bertkit.precision.INFERENCE`: ``fp32``, ``bf16``, ``fp16`` on CUDA,
     ``int8`` on the CPU, or ``auto``, the default of every door: :func:`inference_precision`).
-    ``dtype`` is the deprecated spelling of the precision (``float32``/``bfloat16``/``float16``;
+    ``lowercase``/``strip_accents``: restate the tokenizer settings saved with the vocabulary
+    (a contradiction is an error naming both). ``dtype`` is the deprecated spelling of the precision (``float32``/``bfloat16``/``float16``;
     a FutureWarning says which precision it means). ``task``: the task the caller will run
     (``bertkit evaluate``/``predict``): a float model is then built by ``task.build_model``,
     with the task's head class and its labels checked against the checkpoint's head.
@@ -281,7 +283,7 @@ def load(
             model = task.build_model(model_dir)
         else:
             model = load_model(model_dir, model_class or getattr(task, "model_class", None), precision)
-    tokenizer = load_tokenizer(model_dir, vocab, lowercase)
+    tokenizer = load_tokenizer(model_dir, vocab, lowercase, strip_accents)
     bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
     bert.precision_reason = why
     family = bert.family()

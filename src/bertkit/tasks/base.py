@@ -248,6 +248,9 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return z / z.sum(axis=-1, keepdims=True)
 
 
+_NOT_TEXT = frozenset({"id", "qid", "guid", "label", "labels", "line", "tags", "answers", "score"})
+
+
 class Task:
     """Base class of a fine-tuning task; a family overrides the methods marked below.
 
@@ -312,6 +315,20 @@ class Task:
                 outputs: dict[str, list[np.ndarray]]) -> list[dict]:
         """One JSON-able prediction record per example, in example order (override)."""
         raise NotImplementedError
+
+    def texts(self, example) -> list[str]:
+        """The texts of one example a tokenizer reads (for the ``[UNK]`` check): its string
+        fields and lists of strings (words joined), not its ids or labels (override where
+        that rule does not fit)."""
+        out = []
+        for name, value in vars(example).items():
+            if name in _NOT_TEXT:
+                continue
+            if isinstance(value, str):
+                out.append(value)
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(x, str) for x in value):
+                out.append(" ".join(value) if name in ("words", "tokens") else "\n".join(value))
+        return [t for t in out if t]
 
     def findings(self, metrics: dict[str, float], saved: bool = False) -> list[str]:
         """What a user must be told about a model with these dev ``metrics``, beyond the
