@@ -310,29 +310,26 @@ class Service:
         return id_row(item, bert.model.config.vocab_size, bert.max_length, truncate, left, where)
 
     async def embed_all(self, body: s.EmbedAllRequest) -> tuple[list, dict]:
-        started = time.perf_counter()
-        no_prompts(body.prompt_name)
-        items, single = embed_items(body.inputs, self.config.max_items)
-        left = body.truncation_direction.lower() == "left"
-
-        def make(item, where):
-            return self.bert.states_plan(self.token_row(item, where, body.truncate, left))
-
-        plans, tokenizing = await self.plans(make, items, single)
-        return await self.run("embed_all", plans, single, started, tokenizing, _chars(items))
+        """TEI's ``/embed_all``: per input, every token's last hidden state."""
+        return await self.row_route("embed_all", body, self.bert.states_plan)
 
     async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
         """TEI's ``/embed_sparse``: per input, the non-zero terms of its SPLADE vector."""
+        return await self.row_route("embed_sparse", body, self.bert.sparse_plan)
+
+    async def row_route(self, route: str, body, plan_of) -> tuple[list, dict]:
+        """A route answering each input (a text or token ids: :meth:`token_row`) with
+        ``plan_of(row)``'s answer."""
         started = time.perf_counter()
         no_prompts(body.prompt_name)
         items, single = embed_items(body.inputs, self.config.max_items)
         left = body.truncation_direction.lower() == "left"
 
         def make(item, where):
-            return self.bert.sparse_plan(self.token_row(item, where, body.truncate, left))
+            return plan_of(self.token_row(item, where, body.truncate, left))
 
         plans, tokenizing = await self.plans(make, items, single)
-        return await self.run("embed_sparse", plans, single, started, tokenizing, _chars(items))
+        return await self.run(route, plans, single, started, tokenizing, _chars(items))
 
     async def similarity(self, body: s.SimilarityRequest) -> tuple[list, dict]:
         if not body.inputs.sentences:
