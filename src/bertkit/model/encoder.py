@@ -116,7 +116,8 @@ class BertEncoder(nn.Module):
         mask = build_attention_mask(key_mask, hidden.shape[1], self.causal)
         all_hidden = [hidden] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer in self.layer[: len(self.layer) if num_layers is None else num_layers]:
+        # (slicing a ModuleList builds a new one: only when asked, not at every forward pass)
+        for layer in self.layer if num_layers is None else self.layer[:num_layers]:
             hidden, probs = layer(hidden, mask, output_attentions)
             if output_hidden_states:
                 all_hidden.append(hidden)
