@@ -109,3 +109,16 @@ def test_explicit_precisions_agree_across_doors(tmp_path, cpu_class):
             {x["label"]: x["score"] for x in b}, abs=FP32_VS_BF16)
     cli = cli_predict(tmp_path, "sst2", model, [{"text": t} for t in items])
     assert [c["label"] for c in cli] == [a[0]["label"] for a in load(model).predict(items)]
+
+
+def test_int8_through_a_task_keeps_the_tasks_head_check(tmp_path):
+    """load(task=...) at int8 builds the task's model (its head checked) and then quantises
+    it, as at the other precisions: a head of another size is refused, not loaded."""
+    from bertkit.errors import CheckpointError
+    from bertkit.modeldir.int8 import is_int8
+    from bertkit.tasks import get_task
+
+    model = make_task_model(tmp_path, "sst2")
+    assert is_int8(load(model, precision="int8", task=get_task("sst2")).model)
+    with pytest.raises(CheckpointError, match="needs 3"):
+        load(model, precision="int8", task=get_task("mnli"))

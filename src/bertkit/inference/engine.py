@@ -31,7 +31,7 @@ from bertkit.inference.features import run_model
 from bertkit.inference.heads import TaskInference, hidden_features, pool_features
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
-from bertkit.modeldir.int8 import load_model, prepare
+from bertkit.modeldir.int8 import is_int8_dir, load_model, prepare
 from bertkit.precision import INFERENCE, INFERENCE_DEFAULT, autocast, from_dtype, resolve
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.training.distributed import pick_device
@@ -279,8 +279,8 @@ def load(
     target = pick_device(device)
     precision, why = inference_precision(precision, target, model_dir)
     with cpu.loading_for_inference(target.type == "cpu"):
-        if task is not None and precision != "int8":
-            model = task.build_model(model_dir)
+        if task is not None and not is_int8_dir(model_dir):  # the task's head, checked; INT8 below if asked
+            model = prepare(task.build_model(model_dir), precision)
         else:
             model = load_model(model_dir, model_class or getattr(task, "model_class", None), precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase, strip_accents)
@@ -300,7 +300,6 @@ def inference_precision(precision: str, device: torch.device | str, model_dir: s
     :func:`bertkit.precision.resolve` for the model's width (``auto``: bf16 only where the
     CPU computes it natively and the model is wide enough to gain from it)."""
     from bertkit.checkpoint import load_config
-    from bertkit.modeldir.int8 import is_int8_dir
 
     if is_int8_dir(model_dir) and precision in ("auto", "fp32"):
         return "int8", f"{precision}: the directory holds an INT8 model"

@@ -28,7 +28,7 @@ from bertkit.tasks.base import FeatureSet, Plan, PlanContext, Task, softmax, tex
 from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
 from bertkit.tasks.windows import LongText, pool_rows, text_windows
 
-__all__ = ["TextTask", "softmax"]
+__all__ = ["TextTask"]
 
 
 class TextTask(Task):
