@@ -164,6 +164,25 @@ def test_an_interrupted_publish_is_rolled_forward(tmp_path):
     assert not (out / "config.json").exists() and not (out / "model.safetensors").exists()
 
 
+def test_a_staged_directory_is_published_and_replaced_as_a_whole(tmp_path):
+    out = tmp_path / "out"
+    run_dir = RunDir(out)
+    run_dir.prepare()
+    for epoch, extra in ((1, "2_Normalize"), (2, None)):
+        staging = run_dir.staging()
+        (staging / "config.json").write_text(json.dumps({"epoch": epoch}))
+        (staging / "1_Pooling").mkdir()
+        (staging / "1_Pooling" / "config.json").write_text(json.dumps({"epoch": epoch}))
+        if extra:
+            (staging / extra).mkdir()
+        run_dir.publish()
+    assert json.loads((out / "1_Pooling" / "config.json").read_text())["epoch"] == 2
+    assert not (out / "2_Normalize").exists()  # the first epoch's directory the second lacks
+    run_dir.release()
+    RunDir(out).prepare(overwrite=True)
+    assert not (out / "1_Pooling").exists() and not (out / "config.json").exists()
+
+
 @pytest.mark.parametrize("change", [{"batch": 0}, {"epochs": 0}, {"lr": -2e-5},
                                     {"eval_batch": 0}, {"warmup": 2}])
 def test_hyper_parameters_are_checked_before_any_work(model_dir, tmp_path, change):

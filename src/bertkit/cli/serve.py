@@ -42,8 +42,8 @@ def register(subparsers) -> None:
 
     layout = subparsers.add_parser(
         "st-layout", help="add sentence-transformers' files to a model directory (pooling for TEI)",
-        description="Write modules.json, 1_Pooling/config.json and sentence_bert_config.json into "
-                    "MODEL_DIR, so that SentenceTransformer(MODEL_DIR) and text-embeddings-inference "
+        description="Write modules.json, 1_Pooling/config.json, sentence_bert_config.json and "
+                    "config_sentence_transformers.json into MODEL_DIR, so that SentenceTransformer(MODEL_DIR) and text-embeddings-inference "
                     "embed with this pooling (bertkit serve's /embed takes it as its default).")
     layout.add_argument("model", metavar="MODEL_DIR")
     layout.add_argument("--pooling", choices=["cls", "mean", "max"],

@@ -21,8 +21,8 @@ Contract of :func:`finetune` (``task``: :class:`~bertkit.tasks.base.Task`):
   ``event=best`` at the end; whenever a (run, epoch) beats every earlier one on the main
   metric of the first eval split (``select="last"``: only final epochs compete), the model
   is written to ``out_dir`` with :func:`~bertkit.checkpoint.save_pretrained` (tokenizer, label
-  names, task name and options, hyper-parameters, dev metrics) along with
-  ``predictions_<split>.jsonl``; ``out_dir/results.json`` holds the table.
+  names, task name and options, hyper-parameters, dev metrics), the family's own files
+  (:meth:`~bertkit.tasks.base.Task.write_model_files`) and ``predictions_<split>.jsonl``; ``out_dir/results.json`` holds the table.
 
 Under ``torchrun`` (several processes; gloo on the CPU, NCCL on GPUs, the process group
 started by :func:`~bertkit.training.distributed.init_distributed`) ``cfg.batch`` stays the
@@ -450,6 +450,7 @@ def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw:
     extra["bertkit_finetune"] = {**extra["bertkit_finetune"], **record}
     staging = run_dir.staging()
     save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)
+    task.write_model_files(staging, model, cfg.max_seq_length)
     write_predictions(task, sets, raw, staging)
     run_dir.publish()
 

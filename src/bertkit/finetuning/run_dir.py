@@ -27,7 +27,8 @@ their runs through it, and ``quantize``, ``prune`` and ``convert`` their models,
 * :meth:`publish` replaces the model files of ``out`` as a whole: the new files are written to
   a staging directory first (``out/.staging``), a journal (``out/.publish.json``) names them,
   then they are renamed into ``out``; a kill in between is rolled forward by the next
-  :meth:`prepare`, so ``out`` never mixes the files of two epochs (or two models).
+  :meth:`prepare`, so ``out`` never mixes the files of two epochs (or two models). A staged
+  directory (sentence-transformers' ``1_Pooling/``) is published as a whole, as a file is.
 * :meth:`save_state` / :meth:`load_state`: ``out/.resume.pt`` holds everything needed to go on
   after the last finished epoch (``torch.load(weights_only=True)`` safe).
 
@@ -68,7 +69,7 @@ WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.int8.safetensors")
 # what bertkit's other writers add to a model directory (quantize, prune, st-layout): removed
 # with the model it belongs to
 OTHER_FILES = ("model.int8.safetensors", "prune.json", "pruning_curve.json", "pruning_curve.png",
-               "modules.json", "sentence_bert_config.json")
+               "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 OTHER_DIRS = ("1_Pooling", "2_Normalize")
 
 _HELD: dict[str, list[int]] = {}  # lock file -> [its descriptor, holders in this process]
@@ -96,6 +97,24 @@ def _acquire(path: Path, option: str, out: Path) -> int:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             return fd
         os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    """Remove the file or directory ``path``; nothing when it is missing."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _replace(source: Path, target: Path) -> None:
+    """Move ``source`` onto ``target``: a file onto a file by one rename; where either is a
+    directory, the old ``target`` is removed first (``os.replace`` cannot replace a non-empty
+    directory). ``source`` stays until the rename, so a kill in between is completed by
+    running it again."""
+    if source.is_dir() or target.is_dir():
+        _remove(target)
+    os.replace(source, target)
 
 
 class RunDir:
@@ -230,9 +249,9 @@ class RunDir:
         staging = self.out / STAGING
         for name in entry["files"]:
             if (staging / name).exists():
-                os.replace(staging / name, self.out / name)
+                _replace(staging / name, self.out / name)
         for name in set(entry.get("previous", [])) - set(entry["files"]):
-            (self.out / name).unlink(missing_ok=True)  # an old epoch's file the new one lacks
+            _remove(self.out / name)  # an old epoch's file (or directory) the new one lacks
         with atomic_write(self.out / ".published.json") as f:
             json.dump(entry["files"], f)
         shutil.rmtree(staging, ignore_errors=True)
@@ -262,7 +281,7 @@ class RunDir:
         names = set(MODEL_FILES) | set(OTHER_FILES) | set(self._published()) | {
             RESULTS, LOG, STATE, UNFINISHED, ".published.json"}
         for name in names:
-            (self.out / name).unlink(missing_ok=True)
+            _remove(self.out / name)
         for path in self.out.glob("predictions_*.jsonl"):
             path.unlink()
         for name in OTHER_DIRS:

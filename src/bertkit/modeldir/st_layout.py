@@ -1,9 +1,16 @@
 """A model directory in sentence-transformers' layout, the one text-embeddings-inference reads its
 pooling from: ``modules.json`` (the transformer, then pooling, then optionally normalisation),
 ``1_Pooling/config.json`` (the classic ``pooling_mode_*`` keys), ``sentence_bert_config.json``
-(``max_seq_length``). The files are added beside the model's own; nothing else changes, so
-bertkit, transformers and ``SentenceTransformer(dir)`` all load the same directory, and
-``SentenceTransformer(dir).encode`` gives bertkit's ``embed(pool=...)`` vectors.
+(``max_seq_length``), ``config_sentence_transformers.json`` (the model type, cosine similarity,
+and the ``prompts`` / ``default_prompt_name`` the directory already had, kept). The files are
+added beside the model's own; nothing else changes, so bertkit, transformers and
+``SentenceTransformer(dir)`` all load the same directory, and ``SentenceTransformer(dir).encode``
+gives bertkit's ``embed(pool=...)`` vectors. ``bertkit finetune embedding`` writes them into
+every model it saves (:meth:`bertkit.tasks.embedding.EmbeddingTask.write_model_files`).
+
+Prompts (:func:`read_st_prompts`): a prompt is text put before the input as it is (``"query: "``
++ text), as sentence-transformers does; ``default_prompt_name`` names the prompt used when none
+is asked.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from bertkit.modeldir.entry import read_model_config, saved_task_options
 
 POOLINGS = ("cls", "mean", "max")
 POOLING_FILE = Path("1_Pooling") / "config.json"
+ST_CONFIG_FILE = "config_sentence_transformers.json"
 
 
 def _write_json(path: Path, value) -> None:
@@ -51,6 +59,30 @@ def write_st_layout(directory: str | Path, pooling: str | None, hidden_size: int
         "pooling_mode_lasttoken": False, "include_prompt": True})
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length,
                                                           "do_lower_case": False})
+    prompts, default = read_st_prompts(directory)
+    _write_json(directory / ST_CONFIG_FILE, {"model_type": "SentenceTransformer", "prompts": prompts,
+                                             "default_prompt_name": default, "similarity_fn_name": "cosine"})
+
+
+def read_st_prompts(directory: str | Path) -> tuple[dict[str, str], str | None]:
+    """``(prompts, default_prompt_name)`` of a directory's ``config_sentence_transformers.json``
+    (``({}, None)`` without one). Not JSON, a prompt that is not text, or a default naming no
+    prompt: a :class:`BertkitError` naming the file."""
+    path = Path(directory) / ST_CONFIG_FILE
+    if not path.is_file():
+        return {}, None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BertkitError(f"{path}: not JSON ({e})") from None
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise BertkitError(f"{path}: prompts must map names to texts")
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise BertkitError(f"{path}: default_prompt_name {default!r} is not one of its prompts "
+                           f"({', '.join(prompts) or 'none'})")
+    return dict(prompts), default
 
 
 def trained_pooling(directory: str | Path) -> str | None:

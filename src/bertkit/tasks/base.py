@@ -421,6 +421,10 @@ class Task:
             entries.update(label_maps(self.label_names))
         return entries
 
+    def write_model_files(self, directory: Path, model, max_seq_length: int) -> None:
+        """Add the family's own files to the saved model ``directory`` (written beside
+        ``config.json`` and the weights, published with them); none by default."""
+
     @property
     def label_names(self) -> list[str] | None:
         """What each label means, in head order: the saved model's ``id2label`` (GLUE's

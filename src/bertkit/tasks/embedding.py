@@ -35,8 +35,10 @@ fixes the metrics, which are known before the data are read), ``mnr_temperature`
 ``label_column`` (default: the header's ``text_a``/``sentence1``, ``text_b``/``sentence2``,
 ``score``/``label``), ``train_file``, ``dev_file``, ``format``. They are saved with the model
 (``config.json``, the pooling always), which is how every door finds the trained pooling
-(:func:`bertkit.modeldir.st_layout.read_st_pooling`); ``bertkit st-layout DIR`` then adds
-sentence-transformers' files with it, for ``SentenceTransformer(dir)`` and TEI.
+(:func:`bertkit.modeldir.st_layout.read_st_pooling`). Every saved model is also a
+sentence-transformers model (:meth:`EmbeddingTask.write_model_files`: ``modules.json``,
+``1_Pooling/`` with the trained pooling, ...), so ``SentenceTransformer(dir).encode`` and TEI give
+bertkit's vectors; ``bertkit st-layout DIR`` rewrites those files (e.g. ``--normalize``).
 """
 
 from __future__ import annotations
@@ -256,6 +258,13 @@ class EmbeddingTask(Task):
     # ------------------------------------------------------------ model
     def model_kwargs(self) -> dict[str, Any]:
         return {}
+
+    def write_model_files(self, directory: Path, model, max_seq_length: int) -> None:
+        """sentence-transformers' layout with the trained pooling, unnormalised (the vectors
+        of ``bertkit embed``): :func:`bertkit.modeldir.st_layout.write_st_layout`."""
+        from bertkit.modeldir.st_layout import write_st_layout
+
+        write_st_layout(directory, self.pooling, model.config.hidden_size, max_seq_length)
 
     def build_model(self, model_dir, config_overrides=None) -> BertModel:
         """The bare encoder of ``model_dir``. Its pooler (``tanh`` at ``[CLS]``) is kept as it
