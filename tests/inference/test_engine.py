@@ -130,3 +130,14 @@ def test_embed_fill_mask_and_predict_cut_long_inputs_at_one_limit(tmp_path):
     masked = bert.encode([text + " [MASK]"])[0]
     assert len(masked.input_ids) == 48
     assert bert.token_limit(60) == 60 and bert.token_limit(500) == 64
+
+
+def test_prompts_follow_sentence_transformers_rules(model_dir):
+    bert, plain = load(model_dir), load(model_dir)
+    assert bert.prompt_text() == "" and bert.prompts == {}
+    with pytest.raises(BertkitError, match="'q' is not one of the model's prompts"):
+        bert.embed(["a"], prompt_name="q")
+    bert.prompts, bert.default_prompt_name = {"q": "the ", "d": "a "}, "q"
+    assert (bert.prompt_text(), bert.prompt_text("d")) == ("the ", "a ")
+    np.testing.assert_allclose(bert.embed(["man", "dog"]), plain.embed(["the man", "the dog"]), atol=0)
+    np.testing.assert_allclose(bert.embed("man", prompt_name="d"), plain.embed("a man"), atol=0)

@@ -61,6 +61,9 @@ def register(subparsers) -> None:
                             "(default: the pooling the model was trained with, else cls)")
     embed.add_argument("--combine", choices=["concat", "sum"], default="concat",
                        help="how to join several --layers")
+    embed.add_argument("--prompt-name", metavar="NAME",
+                       help="put the model's sentence-transformers prompt NAME before each text "
+                            "(default: its default_prompt_name's prompt, if it has one)")
     add_long_text_arguments(embed)
     embed.set_defaults(func=run_embed)
     accept_negative_lists(embed)
@@ -187,7 +190,7 @@ def run_embed(args) -> int:
         features, tokens = bert.embed(texts, pairs, layers=layers, pool=args.pool, combine=args.combine,
                                       batch_size=args.batch_size, max_length=args.max_length,
                                       on_overflow=args.on_overflow, progress=args.progress,
-                                      return_tokens=True,
+                                      return_tokens=True, prompt_name=args.prompt_name,
                                       long_text=LongText.from_options(long_text_options(args)))
     except ValueError as e:
         raise BertkitError(str(e)) from None

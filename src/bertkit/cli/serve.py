@@ -50,6 +50,11 @@ def register(subparsers) -> None:
                         help="how tokens become one vector (default: the pooling the model was fine-tuned "
                              "with; required for any other model)")
     layout.add_argument("--normalize", action="store_true", help="add a Normalize module (unit vectors)")
+    layout.add_argument("--prompt", action="append", default=[], metavar="NAME=TEXT",
+                        help="a prompt put before the texts embedded with prompt_name NAME (TEXT as "
+                             "it is, e.g. 'query: '); repeat for several; the directory's own are kept")
+    layout.add_argument("--default-prompt-name", metavar="NAME",
+                        help="the prompt used when none is named (sentence-transformers' default_prompt_name)")
     layout.set_defaults(func=run_st_layout)
 
     export = subparsers.add_parser("export-onnx", help="export a model directory to ONNX",
@@ -115,8 +120,15 @@ def run_st_layout(args) -> int:
     from bertkit.inference import load
     from bertkit.modeldir.st_layout import read_st_pooling, write_st_layout
 
+    prompts = {}
+    for given in args.prompt:
+        name, sep, text = given.partition("=")
+        if not sep or not name:
+            raise BertkitError(f"--prompt must be NAME=TEXT, got {given!r}")
+        prompts[name] = text
     bert = load(args.model)
-    write_st_layout(args.model, args.pooling, bert.model.config.hidden_size, bert.max_length, args.normalize)
+    write_st_layout(args.model, args.pooling, bert.model.config.hidden_size, bert.max_length, args.normalize,
+                    prompts, args.default_prompt_name)
     print(f"wrote sentence-transformers' files ({read_st_pooling(args.model)} pooling) into {args.model}",
           file=sys.stderr)
     return 0

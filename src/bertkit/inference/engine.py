@@ -7,6 +7,10 @@ In a notebook::
     bert.fill_mask("the man went to the [MASK] .")    # [[{"token": ..., "score": ...}, ...]]
     bert.embed(["a sentence", "another"], layers=(-1, -2, -3, -4), pool="cls")  # (2, 4H)
 
+Prompts: a directory with sentence-transformers' ``prompts`` (``config_sentence_transformers.json``)
+embeds ``prompt + text`` as ``SentenceTransformer.encode`` does: ``embed(texts,
+prompt_name="query")``; without a name, its ``default_prompt_name``'s prompt (:meth:`BertInference.prompt_text`).
+
 Inputs are batched by length (sorted, so a batch holds sequences of nearly equal length and
 almost no compute goes to padding); results come back in input order. A sequence longer
 than ``max_length`` (default: the one limit of every door, :meth:`BertInference.token_limit`:
@@ -32,6 +36,7 @@ from bertkit.inference.heads import TaskInference, hidden_features, pool_feature
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
 from bertkit.modeldir.int8 import is_int8_dir, load_model, prepare
+from bertkit.modeldir.st_layout import read_st_prompts
 from bertkit.precision import INFERENCE, INFERENCE_DEFAULT, autocast, from_dtype, resolve
 from bertkit.tasks.base import FeatureSet, Task
 from bertkit.training.distributed import pick_device
@@ -77,6 +82,18 @@ class BertInference(TaskInference):
                                                  family.default_max_seq_length if family else None,
                                                  self.max_positions)
         self.long_text = self.long_text_choice()  # predict's default: the model's saved choice
+        self.prompts, self.default_prompt_name = read_st_prompts(source) if Path(source).is_dir() else ({}, None)
+
+    def prompt_text(self, prompt_name: str | None = None) -> str:
+        """The text put before every input to embed, by sentence-transformers' rule: the prompt
+        named ``prompt_name``; None: the ``default_prompt_name``'s prompt, else none (``""``).
+        A name the model has no prompt for: a :class:`BertkitError` naming those it has."""
+        if prompt_name is None:
+            return self.prompts.get(self.default_prompt_name, "") if self.default_prompt_name else ""
+        if prompt_name not in self.prompts:
+            known = ", ".join(map(repr, self.prompts)) or "none: the directory has no config_sentence_transformers.json prompts"
+            raise BertkitError(f"prompt_name {prompt_name!r} is not one of the model's prompts ({known})")
+        return self.prompts[prompt_name]
 
     @property
     def default_pooling(self) -> str:
@@ -181,6 +198,7 @@ class BertInference(TaskInference):
         progress: bool = False,
         return_tokens: bool = False,
         long_text: Any = None,
+        prompt_name: str | None = None,
     ):
         """Contextual features (the paper's feature-based approach, section 5.3).
 
@@ -192,7 +210,9 @@ class BertInference(TaskInference):
         ``None`` (the default): :attr:`default_pooling`, the pooling the model was trained with. ``return_tokens`` also returns each input's
         wordpieces. ``long_text`` (a :class:`bertkit.tasks.windows.LongText`) with mode ``window``
         embeds a text longer than ``max_length`` in overlapping windows instead of truncating
-        it (see :func:`bertkit.tasks.windows.embed_in_windows`).
+        it (see :func:`bertkit.tasks.windows.embed_in_windows`). ``prompt_name``: the prompt put
+        before each text (not a pair's second text): :meth:`prompt_text`, whose default is the
+        model's ``default_prompt_name``.
         """
         pool = pool or self.default_pooling
         if pool not in POOLINGS:
@@ -207,7 +227,8 @@ class BertInference(TaskInference):
             if not -num_states <= layer < num_states:
                 raise ValueError(f"layer {layer} out of range for {num_states} hidden states (0..{num_states - 1})")
         single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
+        prompt = self.prompt_text(prompt_name)
+        texts = [prompt + t for t in ([texts] if single else texts)]
         if single and pairs is not None and isinstance(pairs, str):
             pairs = [pairs]
         if long_text is not None and long_text.windowed:

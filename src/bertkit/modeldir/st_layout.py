@@ -34,10 +34,19 @@ def _write_json(path: Path, value) -> None:
 
 
 def write_st_layout(directory: str | Path, pooling: str | None, hidden_size: int, max_seq_length: int,
-                    normalize: bool = False) -> None:
+                    normalize: bool = False, prompts: dict[str, str] | None = None,
+                    default_prompt_name: str | None = None) -> None:
     """Add sentence-transformers' files to the model directory ``directory``; ``pooling``
     None: the pooling the model was fine-tuned with (:func:`trained_pooling`), which a
-    directory without one must be given."""
+    directory without one must be given. ``prompts`` are added to the directory's own (a
+    name given again takes the new text); ``default_prompt_name`` None keeps its default; a
+    default naming no prompt is a :class:`BertkitError`, nothing written."""
+    kept, default = read_st_prompts(directory)
+    prompts = {**kept, **(prompts or {})}
+    default = default_prompt_name or default
+    if default is not None and default not in prompts:
+        raise BertkitError(f"--default-prompt-name {default!r} names no prompt (the prompts: "
+                           f"{', '.join(prompts) or 'none'}); add it with --prompt {default}=TEXT")
     if pooling is None:
         pooling = trained_pooling(directory)
         if pooling is None:
@@ -59,7 +68,6 @@ def write_st_layout(directory: str | Path, pooling: str | None, hidden_size: int
         "pooling_mode_lasttoken": False, "include_prompt": True})
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length,
                                                           "do_lower_case": False})
-    prompts, default = read_st_prompts(directory)
     _write_json(directory / ST_CONFIG_FILE, {"model_type": "SentenceTransformer", "prompts": prompts,
                                              "default_prompt_name": default, "similarity_fn_name": "cosine"})
 
