@@ -42,8 +42,8 @@ from bertkit.serve.inputs import (
     embed_items,
     id_row,
     left_row,
-    no_prompts,
     predict_items,
+    prompted,
 )
 from bertkit.serve.metrics import Metrics
 from bertkit.tasks.base import Plan
@@ -321,8 +321,7 @@ class Service:
         """A route answering each input (a text or token ids: :meth:`token_row`) with
         ``plan_of(row)``'s answer."""
         started = time.perf_counter()
-        no_prompts(body.prompt_name)
-        items, single = embed_items(body.inputs, self.config.max_items)
+        items, single = embed_items(prompted(self.bert, body.inputs, body.prompt_name), self.config.max_items)
         left = body.truncation_direction.lower() == "left"
 
         def make(item, where):
@@ -335,18 +334,18 @@ class Service:
         if not body.inputs.sentences:
             raise ApiError("`inputs.sentences` cannot be empty", "Empty")
         p = body.parameters or s.SimilarityParameters()
-        no_prompts(p.prompt_name)
         check_batch_size(len(body.inputs.sentences) + 1, self.config.max_items)
         vectors, headers = await self.embeddings(
-            "similarity", [body.inputs.source_sentence, *body.inputs.sentences], field="inputs",
+            "similarity", prompted(self.bert, [body.inputs.source_sentence, *body.inputs.sentences],
+                                   p.prompt_name), field="inputs",
             truncate=p.truncate, left=p.truncation_direction.lower() == "left", normalize=True, dimensions=None)
         source = np.asarray(vectors[0])
         return [float(np.dot(source, np.asarray(v))) for v in vectors[1:]], headers
 
     # ------------------------------------------------------------------ tokenizer routes
     def tokenize(self, body: s.TokenizeRequest) -> list:
-        no_prompts(body.prompt_name)
-        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        texts = prompted(self.bert, [body.inputs] if isinstance(body.inputs, str) else body.inputs,
+                         body.prompt_name)
         if not texts:
             raise ApiError("`inputs` cannot be empty", "Empty")
         check_batch_size(len(texts), self.config.max_items)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from bertkit.errors import BertkitError
 from bertkit.serve.errors import ApiError
 
 PREDICT_GRAMMAR = ("a string, a pair of strings [string, string] or a batch of mixed strings and "
@@ -149,7 +150,19 @@ def left_row(tokenizer, text: str, pair: str | None, max_length: int) -> SimpleN
     return SimpleNamespace(input_ids=ids, token_type_ids=types, num_truncated=cut)
 
 
-def no_prompts(prompt_name: str | None) -> None:
-    """TEI's ``prompt_name``: refused, bertkit models carry no sentence-transformers prompts."""
-    if prompt_name is not None:
-        raise ApiError(f"prompt_name {prompt_name!r}: this model has no sentence-transformers prompts")
+def prompted(bert, inputs: Any, prompt_name: str | None) -> Any:
+    """TEI's ``prompt_name``: ``inputs`` (a text, token ids, or a list of those) with the
+    model's prompt put before each text (``bert.prompt_text``: the one named, else the
+    directory's ``default_prompt_name``'s, else none); token ids as they are. A name the model
+    has no prompt for: a 422 naming those it has."""
+    try:
+        prompt = bert.prompt_text(prompt_name)
+    except BertkitError as e:
+        raise ApiError(str(e)) from None
+    if not prompt:
+        return inputs
+    if isinstance(inputs, str):
+        return prompt + inputs
+    if isinstance(inputs, list):
+        return [prompt + x if isinstance(x, str) else x for x in inputs]
+    return inputs

@@ -22,7 +22,7 @@ from bertkit.errors import InputError
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
-from bertkit.serve.inputs import no_prompts
+from bertkit.serve.inputs import prompted
 from bertkit.serve.metrics import CONTENT_TYPE
 
 ERRORS = {status: {"model": s.ErrorResponse} for status in (400, 413, 422, 424, 429)}
@@ -60,9 +60,8 @@ async def rerank(body: s.RerankRequest, service: ServiceDep):
 @router.post("/embed", tags=TEI, responses=ERRORS, response_model=list[list[float]],
              summary="one vector per input (normalised by default)")
 async def embed(body: s.EmbedRequest, service: ServiceDep):
-    no_prompts(body.prompt_name)
     return reply(await service.embeddings(
-        "embed", body.inputs, field="inputs", truncate=body.truncate,
+        "embed", prompted(service.bert, body.inputs, body.prompt_name), field="inputs", truncate=body.truncate,
         left=body.truncation_direction.lower() == "left", normalize=body.normalize,
         dimensions=body.dimensions, pooling=body.pooling, layers=body.layers))
 
@@ -87,7 +86,8 @@ async def similarity(body: s.SimilarityRequest, service: ServiceDep):
 
 async def openai(body: s.OpenAIRequest, service: ServiceDep):
     """OpenAI's embeddings (``/v1/embeddings``, ``/embeddings``): always normalised."""
-    vectors, headers = await service.embeddings("openai", body.input, field="input", truncate=None,
+    vectors, headers = await service.embeddings("openai", prompted(service.bert, body.input, None),
+                                                field="input", truncate=None,
                                                 left=False, normalize=True, dimensions=body.dimensions)
     if body.encoding_format == "base64":
         vectors = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]

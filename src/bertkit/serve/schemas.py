@@ -46,10 +46,14 @@ class RerankRequest(_Truncation):
     return_text: bool = False
 
 
+PROMPT_NAME = ("a key of the model's sentence-transformers prompts: that prompt is put before every "
+               "text (default: its default_prompt_name's, else none)")
+
+
 class EmbedRequest(_Truncation):
     inputs: Any = Field(..., description="a text, token ids, or a list of those",
                         examples=["What is Deep Learning?"])
-    prompt_name: str | None = Field(None, description="not supported (no sentence-transformers prompts)")
+    prompt_name: str | None = Field(None, description=PROMPT_NAME)
     normalize: bool = Field(True, description="scale each vector to unit length")
     dimensions: StrictInt | None = Field(None, description="keep the first N dimensions (then normalise)")
     pooling: Literal["cls", "mean"] | None = Field(None, description="bertkit: cls or mean (default: the "
@@ -66,7 +70,7 @@ class EmbedAllRequest(_Truncation):
 class EmbedSparseRequest(_Truncation):
     inputs: Any = Field(..., description="a text, token ids, or a list of those",
                         examples=["What is Deep Learning?"])
-    prompt_name: str | None = Field(None, description="not supported (no sentence-transformers prompts)")
+    prompt_name: str | None = Field(None, description=PROMPT_NAME)
 
 
 class SparseValue(BaseModel):
