@@ -34,6 +34,9 @@
 #                          corpus file only (default: all)
 #   --dupe-factor N        pretrain-data duplication (default 5)
 #   --workers N            pretrain-data processes (default 2)
+#   --pt-data DIR          where the held-out split and the pre-training data live (default:
+#                          the --out folder); several rows' folders can share one copy, as
+#                          the size curve's do (bench/recipes/sizes-*.env)
 # Environment: BERTKIT (default .venv/bin/bertkit), PYTHON (default .venv/bin/python).
 #
 # Resumable: run the same line again after an interruption. Every stage skips what is done
@@ -72,6 +75,7 @@ while [ $# -gt 0 ]; do
     --size) SIZE=$2 ;; --lr) LR=$2 ;; --tasks) TASKS=$2 ;; --lrs) LRS=$2 ;;
     --ft-seeds) FT_SEEDS=$2 ;; --epochs) EPOCHS=$2 ;; --max-train-examples) MAX_TRAIN=$2 ;;
     --probe) PROBE=$2 ;; --max-docs) MAX_DOCS=$2 ;; --dupe-factor) DUPE=$2 ;; --workers) WORKERS=$2 ;;
+    --pt-data) PT_DATA=$2 ;;
     *) echo "table5.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
   shift 2
@@ -82,28 +86,29 @@ DATA=../shared/data
 BERTKIT=${BERTKIT:-.venv/bin/bertkit}
 PYTHON=${PYTHON:-.venv/bin/python}
 VOCAB=$DATA/vocab/bert-base-uncased-vocab.txt
-mkdir -p "$OUT/corpus"
-printf '%s\n' "$(date -u +%FT%TZ) bash bench/table5.sh $ROW ${RECIPE:+--recipe $RECIPE }--out $OUT --seed $SEED --precision $PRECISION --ft-precision $FT_PRECISION --stage1 ${STAGE1:-default} --stage2 ${STAGE2:-default} --size $SIZE --lr $LR --tasks $TASKS --lrs $LRS --ft-seeds $FT_SEEDS --epochs $EPOCHS --max-train-examples $MAX_TRAIN --probe '$PROBE' --max-docs ${MAX_DOCS:-all} --dupe-factor $DUPE" >> "$OUT/commands.txt"
+PT_DATA=${PT_DATA:-$OUT}
+mkdir -p "$OUT" "$PT_DATA/corpus"
+printf '%s\n' "$(date -u +%FT%TZ) bash bench/table5.sh $ROW ${RECIPE:+--recipe $RECIPE }--out $OUT --seed $SEED --precision $PRECISION --ft-precision $FT_PRECISION --stage1 ${STAGE1:-default} --stage2 ${STAGE2:-default} --size $SIZE --lr $LR --tasks $TASKS --lrs $LRS --ft-seeds $FT_SEEDS --epochs $EPOCHS --max-train-examples $MAX_TRAIN --probe '$PROBE' --max-docs ${MAX_DOCS:-all} --dupe-factor $DUPE --pt-data $PT_DATA" >> "$OUT/commands.txt"
 $PYTHON bench/machine.py --append "$OUT/machine.jsonl" --note "table5.sh $ROW"
 length() { case "$1" in *[a-z]*) echo "--budget $1" ;; *) echo "--steps $1" ;; esac; }
 
 # 1. held-out documents: every 50th document of each corpus file is never trained on
-if [ ! -f "$OUT/corpus/eval.txt" ]; then
+if [ ! -f "$PT_DATA/corpus/eval.txt" ]; then
   for f in kjv python-docs linux-docs; do
     awk -v RS= -v ORS='\n\n' -v max="${MAX_DOCS:-0}" \
-      'NR % 50 != 0 && (max == 0 || ++n <= max)' "$DATA/corpus/$f.txt" > "$OUT/corpus/train-$f.txt"
-    awk -v RS= -v ORS='\n\n' 'NR % 50 == 0' "$DATA/corpus/$f.txt" > "$OUT/corpus/eval-$f.part"
+      'NR % 50 != 0 && (max == 0 || ++n <= max)' "$DATA/corpus/$f.txt" > "$PT_DATA/corpus/train-$f.txt"
+    awk -v RS= -v ORS='\n\n' 'NR % 50 == 0' "$DATA/corpus/$f.txt" > "$PT_DATA/corpus/eval-$f.part"
   done
-  cat "$OUT"/corpus/eval-*.part > "$OUT/corpus/eval.tmp" && mv "$OUT/corpus/eval.tmp" "$OUT/corpus/eval.txt"
-  rm "$OUT"/corpus/eval-*.part
+  cat "$PT_DATA"/corpus/eval-*.part > "$PT_DATA/corpus/eval.tmp" && mv "$PT_DATA/corpus/eval.tmp" "$PT_DATA/corpus/eval.txt"
+  rm "$PT_DATA"/corpus/eval-*.part
 fi
 
 # 2. pre-training data: documents shuffled across the three files, masks drawn at load time
 pretrain_data() {
-  [ -f "$OUT/data-train/meta.json" ] || $BERTKIT pretrain-data --input "$OUT"/corpus/train-*.txt \
-    --vocab "$VOCAB" --output "$OUT/data-train" --dupe-factor "$DUPE" --dynamic-masking --workers "$WORKERS"
-  [ -f "$OUT/data-eval/meta.json" ] || $BERTKIT pretrain-data --input "$OUT/corpus/eval.txt" \
-    --vocab "$VOCAB" --output "$OUT/data-eval" --dupe-factor 1 --dynamic-masking --seed 7
+  [ -f "$PT_DATA/data-train/meta.json" ] || $BERTKIT pretrain-data --input "$PT_DATA"/corpus/train-*.txt \
+    --vocab "$VOCAB" --output "$PT_DATA/data-train" --dupe-factor "$DUPE" --dynamic-masking --workers "$WORKERS"
+  [ -f "$PT_DATA/data-eval/meta.json" ] || $BERTKIT pretrain-data --input "$PT_DATA/corpus/eval.txt" \
+    --vocab "$VOCAB" --output "$PT_DATA/data-eval" --dupe-factor 1 --dynamic-masking --seed 7
 }
 
 GRID=(--tasks "$TASKS" --data "$DATA/glue" --lrs "$LRS" --seeds "$FT_SEEDS" --epochs "$EPOCHS"
@@ -119,7 +124,7 @@ pretrained_row() {  # pretrained_row OBJECTIVE
   s1=${STAGE1:-3700}; s2=${STAGE2:-8000}
   if [ "$objective" = ltr ]; then s1=${STAGE1:-450}; s2=${STAGE2:-973}; fi
   pretrain_data
-  local common=(--data "$OUT/data-train" --eval-data "$OUT/data-eval" --vocab "$VOCAB"
+  local common=(--data "$PT_DATA/data-train" --eval-data "$PT_DATA/data-eval" --vocab "$VOCAB"
                 --model-size "$SIZE" --objective "$objective" --batch-size 32 --lr "$LR"
                 --warmup-fraction 0.06 --dropout 0 --precision "$PRECISION" --log-every 50
                 --eval-batches 38 --save-every 250 --resume)
