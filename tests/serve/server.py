@@ -15,12 +15,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(app):
-    """Serve ``app`` on a free loopback port until the block ends; yields the base URL."""
+def running(app, **options):
+    """Serve ``app`` on a free loopback port until the block ends, with ``bertkit serve``'s
+    connection limits (``options``: more uvicorn settings); yields the base URL."""
     import uvicorn
 
+    from bertkit.serve.connections import uvicorn_options
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    options = {**uvicorn_options(app.state.service.config), **options}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -96,3 +96,27 @@ def test_a_full_queue_and_a_request_that_never_fits():
         await asyncio.to_thread(batcher.close)
 
     asyncio.run(scenario())
+
+
+def test_a_short_request_waits_a_batch_or_two_not_behind_every_row_of_a_long_one():
+    async def scenario():
+        record = Recorder()
+        batcher = ContinuousBatcher(record, max_batch_tokens=1000, max_batch_size=4, max_queue=100)
+        blocker = asyncio.ensure_future(batcher.run([plan(1, key=("other",))]))
+        while not record.entered.is_set():
+            await asyncio.sleep(0.001)
+        long = asyncio.ensure_future(batcher.run([plan(5) for _ in range(32)]))  # 8 batches of 4
+        while batcher.queued < 32:
+            await asyncio.sleep(0.001)
+        short = asyncio.ensure_future(batcher.run([plan(2, key=("short",))]))
+        while batcher.queued < 33:
+            await asyncio.sleep(0.001)
+        record.release.set()
+        await asyncio.gather(blocker, long, short)
+        await asyncio.to_thread(batcher.close)
+        return [key for key, _ in record.batches]
+
+    keys = asyncio.run(scenario())
+    # by turns the oldest row's batch and the least served request's: the short request runs
+    # third or fourth (tied with the long one at rank 0, the older goes first), not last (tenth)
+    assert len(keys) == 10 and keys.index(("short",)) <= 3

@@ -582,10 +582,12 @@ def run(config: ServeConfig) -> None:
     import uvicorn
 
     from bertkit.serve.config import ENV_VAR
+    from bertkit.serve.connections import uvicorn_options
 
     config.check()
     check_port(config.host, config.port)
-    options = dict(host=config.host, port=config.port, log_level="info", timeout_graceful_shutdown=30)
+    options = dict(host=config.host, port=config.port, log_level="info", timeout_graceful_shutdown=30,
+                   **uvicorn_options(config))
     if config.workers > 1:
         os.environ[ENV_VAR] = config.to_json()
         uvicorn.run("bertkit.serve.app:app_from_env", factory=True, workers=config.workers, **options)

@@ -3,10 +3,13 @@
 A request's plans (:class:`~bertkit.inference.heads.Plan`) put their rows on one queue. A
 single worker thread runs the model whenever the queue holds rows: it never waits for company
 (a lone request on an idle model goes straight in). While it runs a batch, new rows gather
-in the queue; the next batch is cut from them: the rows sharing the oldest row's key are sorted
-by length and cut into batches of at most ``max_batch_tokens`` padded tokens and
+in the queue; the next batch is cut from them around one row: the rows sharing its key are
+sorted by length and cut into batches of at most ``max_batch_tokens`` padded tokens and
 ``max_batch_size`` rows (:func:`~bertkit.inference.heads.token_batches`); the batch that holds
-the oldest row runs (so no row waits forever), the others stay queued for newcomers to join.
+that row runs, the others stay queued for newcomers to join. The row is, by turns, the oldest
+(so no row waits forever) and the first unrun row of the request that has had the fewest rows
+run (so a short request waits a batch or two, not behind every row of a 64-input one: one
+client cannot starve the rest).
 Each output goes back to the future of its own row with its queue and inference times.
 
 The queue is bounded: :meth:`ContinuousBatcher.submit` raises :class:`NeverFits` (the server
@@ -44,6 +47,7 @@ class _Row:
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
     arrived: float
+    rank: int  # its place among its request's rows
 
     @property
     def length(self) -> int:
@@ -94,6 +98,7 @@ class ContinuousBatcher:
         self.batches_run = 0
         self.rows_run = 0
         self.last_ok: float | None = None
+        self._turns = 0  # even: the oldest row's batch; odd: the least served request's
         self._thread = threading.Thread(target=self._work, name="bertkit-batcher", daemon=True)
         self._thread.start()
 
@@ -114,7 +119,8 @@ class ContinuousBatcher:
             raise NeverFits(f"the request needs {count} model rows, more than the queue holds "
                             f"(--max-queue {self.max_queue})")
         futures = [[loop.create_future() for _ in p.rows] for p in plans]
-        rows = [_Row(p.key, enc, f, loop, now) for p, fs in zip(plans, futures) for enc, f in zip(p.rows, fs)]
+        flat = [(p.key, enc, f) for p, fs in zip(plans, futures) for enc, f in zip(p.rows, fs)]
+        rows = [_Row(key, enc, f, loop, now, rank) for rank, (key, enc, f) in enumerate(flat)]
         with self._cond:
             if self._closing:
                 raise QueueFull("the server is shutting down")
@@ -148,9 +154,12 @@ class ContinuousBatcher:
 
     # ------------------------------------------------------------------ worker thread
     def _next_batch(self) -> list[_Row]:
-        """The batch holding the oldest row, cut from the length-sorted rows of its key; it
-        leaves the queue, the other rows stay."""
-        oldest = self._rows[0]
+        """The batch holding, by turns, the oldest row or the least served request's next row
+        (lowest rank, then oldest), cut from the length-sorted rows of its key; it leaves the
+        queue, the other rows stay."""
+        fair = self._turns % 2 == 1
+        self._turns += 1
+        oldest = min(self._rows, key=lambda r: (r.rank, r.arrived)) if fair else self._rows[0]
         same = sorted((r for r in self._rows if r.key == oldest.key), key=lambda r: -r.length)
         batches = token_batches(same, lambda r: r.length, self.max_batch_tokens, self.max_batch_size)
         batch = next(b for b in batches if any(r is oldest for r in b))

@@ -62,6 +62,19 @@ class ServeConfig:
                                            metavar="ORIGINS")
     payload_limit: int = option(2_000_000, "request bodies larger than this many bytes: 413",
                                 ge=1, metavar="BYTES")
+    max_connections: int = option(1024, "connections open at once; a further one is answered 503 "
+                                        "and closed (fewer where the open-file limit is lower, "
+                                        "said at start)", ge=1, metavar="N")
+    max_client_connections: int | None = option(
+        None, "connections one client address may hold; a further one is answered 503 and "
+              "closed, so one client cannot starve the rest (default: a quarter of "
+              "--max-connections; raise it behind a reverse proxy, whose address every "
+              "client shares)", ge=1, metavar="N")
+    request_timeout: float = option(30.0, "seconds a request may take to arrive whole, head and "
+                                          "body, from its first byte; beyond, 408 (slow clients)",
+                                    gt=0, metavar="S")
+    keep_alive_timeout: float = option(5.0, "seconds a connection may stay idle, before its first "
+                                            "request as between two; then closed", gt=0, metavar="S")
     # --long-text / --stride / --pool-windows (declared in bertkit.cli.long_text, not here):
     # the task options they set; the model's saved choice fills what is absent
     long_text: dict = field(default_factory=dict)

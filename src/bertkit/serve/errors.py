@@ -7,7 +7,8 @@ fit: too many inputs, a text too long with truncation off, more rows than the qu
 (with ``Retry-After``), ``Unhealthy`` 503. TEI answers 401, 404, 405, 413 (body too large) and
 415 with an empty or plain-text body; bertkit gives them the same JSON shape with the kinds
 ``Unauthorized``, ``NotFound``, ``MethodNotAllowed``, ``PayloadTooLarge`` and
-``UnsupportedMediaType``. The OpenAI route (``/v1/embeddings``) answers errors as TEI's
+``UnsupportedMediaType``; the connection limits (:mod:`bertkit.serve.connections`) answer 408
+``RequestTimeout``, 431 ``HeaderTooLarge`` and 503 ``Overloaded``. The OpenAI route (``/v1/embeddings``) answers errors as TEI's
 ``OpenAICompatErrorResponse``: ``{"message", "code", "type"}``.
 """
 
@@ -17,7 +18,8 @@ from bertkit.errors import InputError
 
 STATUS_OF = {"Empty": 400, "Validation": 422, "Tokenizer": 422, "Backend": 424, "Overloaded": 429,
              "Unhealthy": 503, "Unauthorized": 401, "NotFound": 404, "MethodNotAllowed": 405,
-             "PayloadTooLarge": 413, "UnsupportedMediaType": 415}
+             "PayloadTooLarge": 413, "UnsupportedMediaType": 415, "RequestTimeout": 408,
+             "HeaderTooLarge": 431}
 OPENAI_PATHS = ("/v1/embeddings", "/embeddings")
 
 

@@ -39,28 +39,71 @@ async def service_of(request: Request):
 ServiceDep = Annotated[Any, Depends(service_of)]
 
 
-def reply(answer_headers) -> JSONResponse:
-    answer, headers = answer_headers
-    return JSONResponse(answer, headers=headers)
+INLINE_VALUES = 20_000  # answers with more numbers are rendered in a worker thread
+
+
+async def reply(answer: Any, headers: dict) -> Response:
+    """``answer`` as JSON (Starlette's ``JSONResponse`` format). A large one (hidden states,
+    a batch of vectors: rendering 60,000 floats holds the event loop 28 ms, and four clients
+    asking for them made every other request wait 190x its time) is rendered in a worker
+    thread, one innermost list at a time, so the loop gets the GIL between pieces."""
+    if _values(answer) <= INLINE_VALUES:
+        return JSONResponse(answer, headers=headers)
+    body = await run_in_threadpool(lambda: "".join(json_pieces(answer)).encode("utf-8"))
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def json_pieces(value: Any):
+    """``value``'s JSON text (as ``JSONResponse`` writes it) in pieces: one per list of plain
+    values, brackets, braces, keys and commas between."""
+    if isinstance(value, dict):
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield ("," if i else "") + _dumps(key) + ":"
+            yield from json_pieces(item)
+        yield "}"
+    elif isinstance(value, list) and any(isinstance(x, list | dict) for x in value[:1]):
+        yield "["
+        for i, item in enumerate(value):
+            if i:
+                yield ","
+            yield from json_pieces(item)
+        yield "]"
+    else:
+        yield _dumps(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _values(answer: Any) -> int:
+    """About how many values ``answer`` holds, from the first item of each list (the answers
+    of a route are regular: vectors of one width, states of one width)."""
+    if isinstance(answer, list):
+        return len(answer) * _values(answer[0]) if answer else 0
+    if isinstance(answer, dict):
+        return sum(_values(v) for v in answer.values())
+    return 1
 
 
 # ------------------------------------------------------------------ TEI's routes
 @router.post("/predict", tags=TEI, responses=ERRORS, response_model=s.PREDICT_ANSWER,
              summary="classification scores (TEI); bertkit: entities, QA spans, choices")
 async def predict(body: s.PredictRequest, service: ServiceDep):
-    return reply(await service.predict(body))
+    return await reply(*await service.predict(body))
 
 
 @router.post("/rerank", tags=TEI, responses=ERRORS, response_model=list[s.Rank],
              summary="texts ranked against a query (a one-output pair classifier)")
 async def rerank(body: s.RerankRequest, service: ServiceDep):
-    return reply(await service.rerank(body))
+    return await reply(*await service.rerank(body))
 
 
 @router.post("/embed", tags=TEI, responses=ERRORS, response_model=list[list[float]],
              summary="one vector per input (normalised by default)")
 async def embed(body: s.EmbedRequest, service: ServiceDep):
-    return reply(await service.embeddings(
+    return await reply(*await service.embeddings(
         "embed", prompted(service.bert, body.inputs, body.prompt_name), field="inputs", truncate=body.truncate,
         left=body.truncation_direction.lower() == "left", normalize=body.normalize,
         dimensions=body.dimensions, pooling=body.pooling, layers=body.layers))
@@ -69,19 +112,19 @@ async def embed(body: s.EmbedRequest, service: ServiceDep):
 @router.post("/embed_all", tags=TEI, responses=ERRORS, response_model=list[list[list[float]]],
              summary="every token's last hidden state, per input")
 async def embed_all(body: s.EmbedAllRequest, service: ServiceDep):
-    return reply(await service.embed_all(body))
+    return await reply(*await service.embed_all(body))
 
 
 @router.post("/embed_sparse", tags=TEI, responses=ERRORS, response_model=list[list[s.SparseValue]],
              summary="SPLADE sparse vectors (a masked-LM model): the non-zero terms, per input")
 async def embed_sparse(body: s.EmbedSparseRequest, service: ServiceDep):
-    return reply(await service.embed_sparse(body))
+    return await reply(*await service.embed_sparse(body))
 
 
 @router.post("/similarity", tags=TEI, responses=ERRORS, response_model=list[float],
              summary="cosine similarity of each sentence to the source sentence")
 async def similarity(body: s.SimilarityRequest, service: ServiceDep):
-    return reply(await service.similarity(body))
+    return await reply(*await service.similarity(body))
 
 
 async def openai(body: s.OpenAIRequest, service: ServiceDep):
@@ -93,8 +136,8 @@ async def openai(body: s.OpenAIRequest, service: ServiceDep):
         vectors = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]
     data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
     tokens = int(headers["x-compute-tokens"])
-    return JSONResponse({"object": "list", "data": data, "model": service.config.model,
-                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers=headers)
+    return await reply({"object": "list", "data": data, "model": service.config.model,
+                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers)
 
 
 for _path in ("/v1/embeddings", "/embeddings"):
@@ -144,11 +187,11 @@ async def own_route(request: Request, service: ServiceDep):
     kind = service.model_kind
     try:
         if kind == "reranker":
-            return reply(await service.rerank(s.RerankRequest.model_validate(data)))
+            return await reply(*await service.rerank(s.RerankRequest.model_validate(data)))
         if kind == "classifier":
-            return reply(await service.predict(s.PredictRequest.model_validate(data)))
+            return await reply(*await service.predict(s.PredictRequest.model_validate(data)))
         if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
-            return reply(await service.similarity(s.SimilarityRequest.model_validate(data)))
+            return await reply(*await service.similarity(s.SimilarityRequest.model_validate(data)))
         return await embed(s.EmbedRequest.model_validate(data), service)
     except ValidationError as e:
         raise validation_error(e) from None
@@ -161,13 +204,13 @@ for _path in ("/", "/invocations"):
 # ------------------------------------------------------------------ bertkit's extras
 @router.post("/fill-mask", tags=EXTRA, responses=ERRORS, summary="candidates for every [MASK]")
 async def fill_mask(body: s.FillMaskRequest, service: ServiceDep):
-    return reply(await service.fill_mask(body))
+    return await reply(*await service.fill_mask(body))
 
 
 @router.post("/attention", tags=EXTRA, responses=ERRORS,
              summary="one head's attention probabilities (tokens x tokens), pairs included")
 async def attention(body: s.AttentionRequest, service: ServiceDep):
-    return reply(await service.attention(body))
+    return await reply(*await service.attention(body))
 
 
 @router.get("/", include_in_schema=False)
