@@ -13,7 +13,8 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
   "bertkit compiled" (``torch.compile(dynamic=True)``, compiled before timing).
 
 ``--precision`` times the precision axis instead: a sequence classifier (random weights, the
-same in every row) as bertkit fp32 / bf16 / INT8, ONNX Runtime fp32 / INT8 (``export-onnx``),
+same in every row) as bertkit fp32 / bf16 / INT8, bertkit fp32 / bf16 compiled (the engine's
+``compile="on"`` route, :mod:`bertkit.inference.compiled`, compiled before timing), ONNX Runtime fp32 / INT8 (``export-onnx``),
 Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same
 PyTorch dynamic quantisation as bertkit's), OpenVINO fp32 / bf16 / INT8
 (``bertkit.inference.openvino``: bertkit's ONNX graph; INT8 by NNCF post-training static
@@ -65,7 +66,8 @@ from bertkit.model import BertForSequenceClassification, BertModel
 from bertkit.modeldir.int8 import prepare
 from bertkit.precision import autocast
 
-PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "ort fp32", "ort int8", "hf fp32",
+PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "bertkit fp32 compiled",
+                  "bertkit bf16 compiled", "ort fp32", "ort int8", "hf fp32",
                   "hf int8", "ov fp32", "ov bf16", "ov int8", "ct2 fp32", "ct2 int8")
 CALIBRATION = 300  # SST-2 *train* sentences for OpenVINO's static INT8 (timing and checks use dev)
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -380,6 +382,16 @@ def precision_runners(model, directory, names, tmp, calibration=None):
         if f"bertkit {precision}" in names:
             prepared = model if precision == "fp32" else prepare(copy.deepcopy(model), precision)
             runners[f"bertkit {precision}"] = bertkit(prepared, precision)
+    for precision in ("fp32", "bf16"):  # the engine's compiled route (load(compile="on"))
+        if f"bertkit {precision} compiled" in names:
+            from bertkit.inference import compiled
+
+            prepared = prepare(copy.deepcopy(model), precision)
+            start = time.perf_counter()
+            compiled.compile_encoder(prepared)
+            compiled.warm_up(prepared, precision)
+            print(f"  (bertkit {precision} compiled: {time.perf_counter() - start:.0f} s to compile)", flush=True)
+            runners[f"bertkit {precision} compiled"] = bertkit(prepared, precision)
     for precision in ("fp32", "int8"):
         if f"ort {precision}" in names:
             from bertkit.inference.export import OrtModel, export_onnx

@@ -57,6 +57,10 @@ HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX,
         f"of hidden size >= {BF16_MIN_HIDDEN['training']} in training (or inputs of "
         f">= {BF16_LONG_INPUTS} tokens), >= {BF16_MIN_HIDDEN['inference']} in inference; GPU: "
         "bf16 support, else fp16), else fp32")
+# torch.compile of the encoder (bertkit.inference.compiled, which decides what auto means)
+COMPILE_MODES = ("auto", "on", "off")
+COMPILE_HELP = ("compile the encoder with torch.compile: auto (where measured faster: bf16 on a "
+                "CPU with AMX; a C++ compiler needed), on, or off")
 
 
 def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "--precision") -> str:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from bertkit.cli.long_text import add_long_text_arguments, check_window_flags, long_text_options
-from bertkit.cli.parsing import accept_negative_lists, add_progress_flag
+from bertkit.cli.parsing import accept_negative_lists, add_compile_flag, add_progress_flag
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
 from bertkit.precision import DTYPE_PRECISIONS, INFERENCE_DEFAULT, from_dtype
@@ -30,6 +30,7 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
                              f"{PRECISION_HELP} (default: %(default)s, as every inference door)")
     parser.add_argument("--dtype", default=None, choices=list(DTYPE_PRECISIONS),
                         help="deprecated: use --precision (float32 = fp32, bfloat16 = bf16, float16 = fp16)")
+    add_compile_flag(parser)
     parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")
     parser.add_argument("--max-length", type=bounded(int, ge=2), default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
@@ -93,7 +94,7 @@ def _load(args):
         precision = from_dtype(args.dtype)
         print(f"bertkit: warning: --dtype is deprecated: use --precision {precision}", file=sys.stderr)
     return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device,
-                precision=precision, strip_accents=args.strip_accents)
+                precision=precision, strip_accents=args.strip_accents, compile=args.compile)
 
 
 def _text_lines(path: str) -> list[str]:

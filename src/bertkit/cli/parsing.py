@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from bertkit.precision import COMPILE_HELP, COMPILE_MODES
+
 
 def accept_negative_lists(parser: argparse.ArgumentParser) -> None:
     """Let ``--layers -1,-2,-3,-4`` and ``--lr -1e-5`` parse as values (argparse would take
@@ -27,3 +29,11 @@ def add_progress_flag(parser: argparse.ArgumentParser, *hidden_off: str) -> None
                         help="progress bars on stderr (default: only on a terminal)")
     for flag in hidden_off:
         parser.add_argument(flag, dest="progress", action="store_false", help=argparse.SUPPRESS)
+
+
+def add_compile_flag(parser: argparse.ArgumentParser, default: str = "off") -> None:
+    """``--compile`` of an inference command (bertkit.inference.compiled; ``serve`` declares
+    it in its config with the same choices and help)."""
+    parser.add_argument("--compile", default=default, choices=COMPILE_MODES,
+                        help=f"{COMPILE_HELP} (default: %(default)s; compiling BERT-Base takes "
+                             "about 45 s)")

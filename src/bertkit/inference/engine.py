@@ -31,6 +31,7 @@ import torch
 from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.inference import compiled
 from bertkit.inference.features import run_model
 from bertkit.inference.heads import TaskInference, hidden_features, pool_features
 from bertkit.model import BertModel, BertPreTrainedModel
@@ -55,6 +56,7 @@ class BertInference(TaskInference):
     """
 
     runtime = "torch"  # what runs the task-head rows (bertkit.inference.openvino: "openvino")
+    compile_reason = "--compile off"  # load(compile=) says why it compiled or not
 
     @property
     def served_precision(self) -> str:
@@ -276,6 +278,7 @@ def load(
     precision: str = INFERENCE_DEFAULT,
     task: Task | None = None,
     strip_accents: bool | None = None,
+    compile: str = "off",
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
     :func:`bertkit.modeldir.int8.save_int8`) ready for fill-mask / embed / predict at
@@ -286,6 +289,9 @@ def load(
     a FutureWarning says which precision it means). ``task``: the task the caller will run
     (``bertkit evaluate``/``predict``): a float model is then built by ``task.build_model``,
     with the task's head class and its labels checked against the checkpoint's head.
+    ``compile``: ``off`` (the default here), ``on`` or ``auto`` (:func:`bertkit.inference.
+    compiled.decide`): the encoder runs through ``torch.compile``, its graphs built before
+    this returns (``bertkit serve`` compiles under ``auto`` by default).
 
     On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
     oneDNN's primitive cache is bounded (unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set;
@@ -307,6 +313,10 @@ def load(
     tokenizer = load_tokenizer(model_dir, vocab, lowercase, strip_accents)
     bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
     bert.precision_reason = why
+    compiling, bert.compile_reason = compiled.decide(compile, precision, target, bert.model)
+    if compiling:
+        compiled.compile_encoder(bert.model)
+        compiled.warm_up(bert.model, precision, bert.device)
     family = bert.family()
     for finding in family.findings(finetune_entry(model.config).get("metrics") or {}) if family else ():
         warnings.warn(f"{model_dir}: {finding}", stacklevel=2)  # e.g. a SQuAD 2.0 model that never answers

@@ -19,10 +19,13 @@ from bertkit.model.unpadded import forward_unpadded, uses_unpadded
 
 def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """(B, T) bool, True for real tokens; ``None`` when no token is padding (the attention
-    kernels then skip the mask)."""
+    kernels then skip the mask). Under ``torch.compile`` the mask is kept even when it is all
+    True: testing it would read a tensor's value and break the graph in two."""
     if attention_mask is None:
         return None
     key_mask = attention_mask.bool()
+    if torch.compiler.is_compiling():
+        return key_mask
     return None if bool(key_mask.all()) else key_mask
 
 

@@ -1,0 +1,116 @@
+"""The compiled route: the encoder's forward pass through ``torch.compile`` (inductor).
+
+With ``freezing`` the weights become constants of the graph, so inductor packs them once for
+oneDNN (AMX on the Intel Xeon) and fuses the element-wise work around the products (GELU, the
+residual adds, LayerNorm's epilogue, softmax). On the 2-core Intel Xeon with AMX, BERT-Base
+in bf16 on one thread ran 1.2-1.45x the eager bf16 route (bf16 weights, autocast) at 1 and
+8 x 128 (docs/serving-results.md, "The compiled route"). The cost is the compilation: about
+45 s for BERT-Base on that machine, once per process (frozen graphs are not kept in
+inductor's on-disk cache), which is why only long-lived doors (``serve``) compile by default.
+
+Shapes are dynamic: one graph for batches of one input and one for larger batches, each for
+every sequence length, so real traffic never recompiles per request. Calls asking for the
+hidden states or attention probabilities, or made with gradients on, run the eager forward
+(each combination would otherwise compile a graph of its own on first use).
+
+``compile`` choices (:data:`bertkit.precision.COMPILE_MODES`, declared once for every door):
+* ``auto``: compile where it was measured faster, :func:`decide`;
+* ``on``: compile (an error if this machine cannot);
+* ``off``: the eager forward pass.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import torch
+
+from bertkit import cpu
+from bertkit.errors import BertkitError
+from bertkit.precision import COMPILE_MODES as MODES
+
+# CPU classes (bertkit.cpu.cpu_class) where compiling was measured faster for a precision; no
+# other class compiles under auto until measured there.
+MEASURED_FASTER = {("amx", "bf16")}
+INDUCTOR_OPTIONS = {"freezing": True}
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler inductor would use (``$CXX``, else ``g++``, ``c++``, ``clang++`` on
+    the PATH), or ``None``: without one, ``torch.compile`` fails on the CPU."""
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def decide(mode: str, precision: str, device: torch.device | str, model=None,
+           option: str = "--compile") -> tuple[bool, str]:
+    """``(compile?, why)`` for a model run at ``precision`` on ``device``. ``auto`` compiles
+    only on the CPU, at a precision measured faster on this CPU class (:data:`MEASURED_FASTER`),
+    with a C++ compiler, and for the padded attention (``attention_impl="unpadded"`` gathers
+    the real tokens with data-dependent shapes). ``on`` raises :class:`BertkitError` where
+    compiling cannot work (INT8's quantised layers, no C++ compiler on the CPU)."""
+    if mode not in MODES:
+        raise BertkitError(f"{option} must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "off":
+        return False, f"{option} off"
+    on_cpu = torch.device(device).type == "cpu"
+    blocker = _blocker(precision, on_cpu, model)
+    if mode == "on":
+        if blocker:
+            raise BertkitError(f"{option} on: {blocker}")
+        return True, f"{option} on"
+    klass = cpu.cpu_class() if on_cpu else None
+    if blocker:
+        return False, f"auto: {blocker}"
+    if (klass, precision) not in MEASURED_FASTER:
+        return False, f"auto: compiling was not measured faster for {precision} on CPU class {klass or 'unknown'}"
+    return True, f"auto: measured faster for {precision} on CPU class {klass}"
+
+
+def _blocker(precision: str, on_cpu: bool, model) -> str | None:
+    """Why this model cannot be compiled here, or ``None``."""
+    if precision == "int8":
+        return "INT8's quantised layers do not compile (use bf16 or fp32)"
+    if on_cpu and cxx_compiler() is None:
+        return "no C++ compiler found (inductor needs g++ or clang++ on the CPU; set $CXX)"
+    if model is not None and getattr(model.config, "attention_impl", "padded") == "unpadded":
+        return "attention_impl 'unpadded' has data-dependent shapes"
+    return None
+
+
+def compile_encoder(model) -> None:
+    """Route ``model``'s encoder (:meth:`encoder_model`) through ``torch.compile``, in place:
+    its plain forward pass (input ids, token types, attention mask) is compiled with dynamic
+    shapes and frozen weights; a call asking for hidden states or attentions, or with
+    gradients on, runs eagerly."""
+    encoder = model.encoder_model()
+    eager = encoder.forward
+    compiled = torch.compile(eager, dynamic=True, options=INDUCTOR_OPTIONS)
+
+    def forward(input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
+                output_attentions=False):
+        if output_hidden_states or output_attentions or torch.is_grad_enabled():
+            return eager(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        return compiled(input_ids, token_type_ids, attention_mask)
+
+    encoder.forward = forward
+    model.bertkit_compiled = True
+
+
+def is_compiled(model) -> bool:
+    return bool(getattr(model, "bertkit_compiled", False))
+
+
+def warm_up(model, precision: str, device: torch.device | str = "cpu", length: int = 16) -> None:
+    """Compile both graphs (one input, several) now rather than at the first requests."""
+    from bertkit.precision import autocast
+
+    encoder = model.encoder_model()
+    for batch in (2, 1):
+        ids = torch.full((batch, length), model.config.vocab_size - 1, dtype=torch.long, device=device)
+        with torch.inference_mode(), autocast(precision, device):
+            encoder(ids, torch.zeros_like(ids), torch.ones_like(ids))
+

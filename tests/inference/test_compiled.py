@@ -1,0 +1,72 @@
+"""The compiled route (bertkit.inference.compiled): when ``auto`` compiles, and that a compiled
+engine answers as the eager one."""
+
+import numpy as np
+import pytest
+
+from bertkit.config import BertConfig
+from bertkit.errors import BertkitError
+from bertkit.inference import compiled, load
+
+
+@pytest.fixture
+def with_compiler(monkeypatch):
+    monkeypatch.setattr(compiled, "cxx_compiler", lambda: "/usr/bin/g++")
+
+
+def test_auto_compiles_only_where_measured_faster(cpu_class, with_compiler):
+    on, why = compiled.decide("auto", "bf16", "cpu")
+    assert on == (cpu_class == "amx"), why
+    assert "amx" in why if on else "not measured" in why
+    assert compiled.decide("auto", "fp32", "cpu")[0] is False  # fp32 was not measured faster
+
+
+def test_off_never_compiles_and_int8_never_does(cpu_class, with_compiler):
+    assert compiled.decide("off", "bf16", "cpu") == (False, "--compile off")
+    on, why = compiled.decide("auto", "int8", "cpu")
+    assert not on and "INT8" in why
+    with pytest.raises(BertkitError, match="--compile on: INT8"):
+        compiled.decide("on", "int8", "cpu")
+
+
+def test_no_compiler_blocks_auto_and_on_says_why(monkeypatch):
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "amx")
+    monkeypatch.setattr(compiled, "cxx_compiler", lambda: None)
+    on, why = compiled.decide("auto", "bf16", "cpu")
+    assert not on and "C++ compiler" in why
+    with pytest.raises(BertkitError, match="no C.. compiler"):
+        compiled.decide("on", "fp32", "cpu")
+
+
+def test_unpadded_attention_is_not_compiled(with_compiler):
+    class Model:
+        config = BertConfig(vocab_size=10, attention_impl="unpadded")
+
+    with pytest.raises(BertkitError, match="unpadded"):
+        compiled.decide("on", "fp32", "cpu", Model())
+
+
+def test_an_unknown_mode_names_the_option():
+    with pytest.raises(BertkitError, match="--compile must be one of auto, on, off"):
+        compiled.decide("yes", "fp32", "cpu")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(compiled.cxx_compiler() is None, reason="no C++ compiler for inductor")
+def test_a_compiled_engine_answers_as_the_eager_one(make_mlm_dir, monkeypatch):
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx2")  # fp32: answers comparable within 1e-5
+    directory = make_mlm_dir(32)
+    eager = load(directory, precision="fp32")
+    fast = load(directory, precision="fp32", compile="on")
+    assert compiled.is_compiled(fast.model) and not compiled.is_compiled(eager.model)
+    assert fast.compile_reason == "--compile on" and eager.compile_reason == "--compile off"
+    texts = ["the man went to the store", "hello", "he is good , she is bad . the day was good"]
+    for batch in (texts, texts[:1]):  # padded batch (mask kept in the graph), and a lone text
+        np.testing.assert_allclose(fast.embed(batch, pool="mean"), eager.embed(batch, pool="mean"),
+                                   atol=1e-5)
+    # the hidden states of several layers run the eager forward, with the same answers
+    np.testing.assert_allclose(fast.embed(texts, layers=(-1, -2)), eager.embed(texts, layers=(-1, -2)),
+                               atol=1e-5)
+    got, want = (b.fill_mask("the man went to the [MASK] .")[0] for b in (fast, eager))
+    assert [r["token"] for r in got] == [r["token"] for r in want]
+    np.testing.assert_allclose([r["score"] for r in got], [r["score"] for r in want], atol=1e-5)
