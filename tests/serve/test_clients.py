@@ -105,3 +105,38 @@ def test_inference_client_bertkit_heads_on_the_model_route(tmp_path, kind):
             want = bert.predict({"question": "who went ?", "context": "the man went to the store ."})
             assert (got.answer, got.start, got.end) == (want["answer"], want["start"], want["end"])
             assert got.score == pytest.approx(want["score"], abs=1e-5)
+
+
+def test_inference_client_feature_extraction_with_encoding_format_and_fill_mask(encoder):
+    url, bert = encoder
+    client = hub.InferenceClient(base_url=url, api_key="s3cret")
+    want = unit(bert.embed("he is good"))
+    for encoding in ("float", "base64"):  # TEI ignores the field and answers floats; so does bertkit
+        got = np.asarray(client.feature_extraction("he is good", encoding_format=encoding))
+        assert np.allclose(got[0], want, atol=1e-5)
+    masks = hub.InferenceClient(base_url=url + "/fill-mask", api_key="s3cret")  # the client sends parameters
+    text = "the man went to the [MASK] ."
+    got = masks.fill_mask(text, top_k=2)
+    assert [(c.token, c.token_str) for c in got] == [(c["token"], c["token_str"]) for c in bert.fill_mask(text, top_k=2)[0]]
+
+
+def test_inference_client_token_classification_and_qa_parameters(tmp_path):
+    ner, qa = make_task_model(tmp_path, "ner"), make_task_model(tmp_path, "squad2")
+    text = "John went to the cafe in Paris ."
+    with running(create_app(ServeConfig(model=str(ner)))) as url:
+        client = hub.InferenceClient(base_url=url)
+        words = client.token_classification(text, aggregation_strategy="none", ignore_labels=[])
+        assert [(w.word, w.start, w.end) for w in words] == [(w, text.index(w), text.index(w) + len(w))
+                                                               for w in text.split()]
+        assert all(w.entity and w.entity_group is None for w in words)
+        grouped = client.token_classification(text, aggregation_strategy="simple")
+        assert [(e.entity_group, e.start, e.end) for e in grouped] == \
+            [(e["entity_group"], e["start"], e["end"]) for e in load(ner).predict(text)]
+    question = {"question": "who went to the store ?", "context": "the man went to the store . he is good ."}
+    with running(create_app(ServeConfig(model=str(qa)))) as url:
+        client = hub.InferenceClient(base_url=url)
+        best = client.question_answering(**question)
+        three = client.question_answering(**question, top_k=3)
+        assert len(three) == 3 and (three[0].answer, three[0].start) == (best.answer, best.start)
+        answered = client.question_answering(**question, handle_impossible_answer=False, max_answer_len=2)
+        assert answered.answer and len(load(qa).tokenizer.text_to_ids(answered.answer)) <= 2

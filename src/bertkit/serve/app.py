@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import sys
 import time
 from typing import Any
@@ -50,6 +52,8 @@ from bertkit.tasks.base import Plan
 
 TRUNCATED_HEADER = "X-Bertkit-Truncated"
 WINDOWS_HEADER = "X-Bertkit-Windows"
+IGNORED_HEADER = "X-Bertkit-Ignored"  # request fields and parameters given but not applied
+TEI_SCORING = ("top_k", "function_to_apply")  # the HF parameters a text scorer's answer takes
 VERSION = "1"
 OFF_LOOP_CHARS = 20_000  # requests with more characters are tokenised in a worker thread
 HEALTH_TIMEOUT_S = 30.0
@@ -198,8 +202,10 @@ class Service:
         structured = family.structured_inputs
         items, single = predict_items(body.inputs, structured, self.config.max_items)
         params = body.parameters or s.HFParameters()
+        given = {k: getattr(params, k) for k in s.HFParameters.model_fields if getattr(params, k) is not None}
         left = body.truncation_direction.lower() == "left"
         overflow = self.overflow(body.truncate)
+        ignored: set[str] = set()
 
         def make(item, where):
             texts = item if isinstance(item, list) else [item] if isinstance(item, str) else []
@@ -214,10 +220,18 @@ class Service:
                 labels, logits = bert.labels, plan.logits
                 plan.finish = lambda outputs: tei_scores(logits(outputs), labels, body.raw_scores,
                                                          params.function_to_apply, params.top_k)
+                takes = TEI_SCORING
+            else:  # the family's answer takes the parameters it honours
+                takes = keywords(plan.finish)
+                plan.finish = functools.partial(plan.finish, **{k: v for k, v in given.items() if k in takes})
+                ignored.update(["raw_scores"] if body.raw_scores else [])
+            ignored.update(f"parameters.{k}" for k in given if k not in takes)
             return plan
 
         plans, tokenizing = await self.plans(make, items, single)
         answers, headers = await self.run("predict", plans, single, started, tokenizing, _chars(items))
+        if ignored:
+            headers[IGNORED_HEADER] = ",".join(sorted(ignored))
         return (answers[0] if single else answers), headers
 
     async def rerank(self, body: s.RerankRequest) -> tuple[list, dict]:
@@ -277,10 +291,17 @@ class Service:
         plan.finish = finish
         return plan
 
+    def check_embeds(self) -> None:
+        """TEI's 424 for an embedding route on a model with a task head (a classifier, a tagger, QA)."""
+        if self.model_kind != "embedding":
+            raise ApiError(f"Model is not an embedding model (a {self.bert.task} model: it answers "
+                           "/predict; `bertkit embed` gives its encoder's vectors)", "Backend")
+
     async def embeddings(self, route: str, inputs: Any, *, field: str, truncate: bool | None, left: bool,
                          normalize: bool, dimensions: int | None, pooling: str | None = None,
                          layers: list[int] | None = None) -> tuple[list, dict]:
         started = time.perf_counter()
+        self.check_embeds()
         if dimensions is not None and dimensions < 1:
             raise ApiError("`dimensions` should be positive")
         items, single = embed_items(inputs, self.config.max_items, field)
@@ -311,6 +332,7 @@ class Service:
 
     async def embed_all(self, body: s.EmbedAllRequest) -> tuple[list, dict]:
         """TEI's ``/embed_all``: per input, every token's last hidden state."""
+        self.check_embeds()
         return await self.row_route("embed_all", body, self.bert.states_plan)
 
     async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
@@ -394,7 +416,8 @@ class Service:
             raise ApiError("`inputs` cannot be empty", "Empty")
         check_batch_size(len(items), self.config.max_items)
         overflow = self.overflow(body.truncate)
-        plans, tokenizing = await self.plans(lambda x, where: self.bert.plan_fill_mask(x, body.top_k, overflow),
+        top_k = body.parameters.top_k if body.parameters and body.parameters.top_k is not None else body.top_k
+        plans, tokenizing = await self.plans(lambda x, where: self.bert.plan_fill_mask(x, top_k, overflow),
                                              items, single)
         answers, headers = await self.run("fill-mask", plans, single, started, tokenizing, _chars(items))
         return (answers[0] if single else answers), headers
@@ -465,6 +488,12 @@ class Service:
 class _Tokens:
     def __init__(self, ids):
         self.input_ids, self.token_type_ids, self.num_truncated = ids, [0] * len(ids), 0
+
+
+def keywords(function) -> set[str]:
+    """The names of ``function``'s arguments that have defaults (a plan's ``finish`` takes the
+    Hugging Face parameters its task honours that way)."""
+    return {name for name, p in inspect.signature(function).parameters.items() if p.default is not p.empty}
 
 
 def _special(tok, token_id: int) -> dict:

@@ -15,11 +15,12 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.errors import InputError
 from bertkit.serve import schemas as s
+from bertkit.serve.app import IGNORED_HEADER
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
 from bertkit.serve.inputs import prompted
@@ -42,11 +43,16 @@ ServiceDep = Annotated[Any, Depends(service_of)]
 INLINE_VALUES = 20_000  # answers with more numbers are rendered in a worker thread
 
 
-async def reply(answer: Any, headers: dict) -> Response:
-    """``answer`` as JSON (Starlette's ``JSONResponse`` format). A large one (hidden states,
+async def reply(answer: Any, headers: dict, body: BaseModel | None = None) -> Response:
+    """``answer`` as JSON (Starlette's ``JSONResponse`` format), ``body``'s unknown fields
+    added to the ignored ones named in ``X-Bertkit-Ignored``. A large answer (hidden states,
     a batch of vectors: rendering 60,000 floats holds the event loop 28 ms, and four clients
     asking for them made every other request wait 190x its time) is rendered in a worker
     thread, one innermost list at a time, so the loop gets the GIL between pieces."""
+    unknown = s.ignored_fields(body) if body is not None else []
+    if unknown:
+        named = headers.get(IGNORED_HEADER)
+        headers = {**headers, IGNORED_HEADER: ",".join([*unknown, *([named] if named else [])])}
     if _values(answer) <= INLINE_VALUES:
         return JSONResponse(answer, headers=headers)
     body = await run_in_threadpool(lambda: "".join(json_pieces(answer)).encode("utf-8"))
@@ -91,13 +97,13 @@ def _values(answer: Any) -> int:
 @router.post("/predict", tags=TEI, responses=ERRORS, response_model=s.PREDICT_ANSWER,
              summary="classification scores (TEI); bertkit: entities, QA spans, choices")
 async def predict(body: s.PredictRequest, service: ServiceDep):
-    return await reply(*await service.predict(body))
+    return await reply(*await service.predict(body), body)
 
 
 @router.post("/rerank", tags=TEI, responses=ERRORS, response_model=list[s.Rank],
              summary="texts ranked against a query (a one-output pair classifier)")
 async def rerank(body: s.RerankRequest, service: ServiceDep):
-    return await reply(*await service.rerank(body))
+    return await reply(*await service.rerank(body), body)
 
 
 @router.post("/embed", tags=TEI, responses=ERRORS, response_model=list[list[float]],
@@ -106,25 +112,25 @@ async def embed(body: s.EmbedRequest, service: ServiceDep):
     return await reply(*await service.embeddings(
         "embed", prompted(service.bert, body.inputs, body.prompt_name), field="inputs", truncate=body.truncate,
         left=body.truncation_direction.lower() == "left", normalize=body.normalize,
-        dimensions=body.dimensions, pooling=body.pooling, layers=body.layers))
+        dimensions=body.dimensions, pooling=body.pooling, layers=body.layers), body)
 
 
 @router.post("/embed_all", tags=TEI, responses=ERRORS, response_model=list[list[list[float]]],
              summary="every token's last hidden state, per input")
 async def embed_all(body: s.EmbedAllRequest, service: ServiceDep):
-    return await reply(*await service.embed_all(body))
+    return await reply(*await service.embed_all(body), body)
 
 
 @router.post("/embed_sparse", tags=TEI, responses=ERRORS, response_model=list[list[s.SparseValue]],
              summary="SPLADE sparse vectors (a masked-LM model): the non-zero terms, per input")
 async def embed_sparse(body: s.EmbedSparseRequest, service: ServiceDep):
-    return await reply(*await service.embed_sparse(body))
+    return await reply(*await service.embed_sparse(body), body)
 
 
 @router.post("/similarity", tags=TEI, responses=ERRORS, response_model=list[float],
              summary="cosine similarity of each sentence to the source sentence")
 async def similarity(body: s.SimilarityRequest, service: ServiceDep):
-    return await reply(*await service.similarity(body))
+    return await reply(*await service.similarity(body), body)
 
 
 async def openai(body: s.OpenAIRequest, service: ServiceDep):
@@ -137,7 +143,7 @@ async def openai(body: s.OpenAIRequest, service: ServiceDep):
     data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
     tokens = int(headers["x-compute-tokens"])
     return await reply({"object": "list", "data": data, "model": service.config.model,
-                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers)
+                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, headers, body)
 
 
 for _path in ("/v1/embeddings", "/embeddings"):
@@ -187,11 +193,11 @@ async def own_route(request: Request, service: ServiceDep):
     kind = service.model_kind
     try:
         if kind == "reranker":
-            return await reply(*await service.rerank(s.RerankRequest.model_validate(data)))
+            return await rerank(s.RerankRequest.model_validate(data), service)
         if kind == "classifier":
-            return await reply(*await service.predict(s.PredictRequest.model_validate(data)))
+            return await predict(s.PredictRequest.model_validate(data), service)
         if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
-            return await reply(*await service.similarity(s.SimilarityRequest.model_validate(data)))
+            return await similarity(s.SimilarityRequest.model_validate(data), service)
         return await embed(s.EmbedRequest.model_validate(data), service)
     except ValidationError as e:
         raise validation_error(e) from None
@@ -204,13 +210,13 @@ for _path in ("/", "/invocations"):
 # ------------------------------------------------------------------ bertkit's extras
 @router.post("/fill-mask", tags=EXTRA, responses=ERRORS, summary="candidates for every [MASK]")
 async def fill_mask(body: s.FillMaskRequest, service: ServiceDep):
-    return await reply(*await service.fill_mask(body))
+    return await reply(*await service.fill_mask(body), body)
 
 
 @router.post("/attention", tags=EXTRA, responses=ERRORS,
              summary="one head's attention probabilities (tokens x tokens), pairs included")
 async def attention(body: s.AttentionRequest, service: ServiceDep):
-    return await reply(*await service.attention(body))
+    return await reply(*await service.attention(body), body)
 
 
 @router.get("/", include_in_schema=False)

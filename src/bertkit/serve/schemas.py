@@ -1,6 +1,8 @@
 """Request and answer bodies of ``bertkit serve`` (pydantic), field for field text-embeddings-inference's
 (``router/src/http/types.rs``) where TEI has the route; bertkit's extra fields are marked
-"bertkit". Unknown fields are refused (422 naming the field) instead of being ignored.
+"bertkit". Unknown fields are ignored, as TEI ignores them (serde), and named in the answer's
+``X-Bertkit-Ignored`` header (:func:`ignored_fields`), as are the Hugging Face ``parameters``
+the model's task does not take.
 """
 
 from __future__ import annotations
@@ -14,7 +16,17 @@ Direction = Literal["left", "right", "Left", "Right"]
 
 # request integers are StrictInt: `true` is not the layer 1, 2.0 not the head 2
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # kept in model_extra, to be named as ignored
+
+
+def ignored_fields(body: BaseModel, prefix: str = "") -> list[str]:
+    """The unknown fields of a request body, nested ones as ``parameters.stride``."""
+    names = [prefix + name for name in body.model_extra or {}]
+    for name in type(body).model_fields:
+        value = getattr(body, name)
+        if isinstance(value, BaseModel):
+            names += ignored_fields(value, f"{prefix}{name}.")
+    return names
 
 
 class _Truncation(_Body):
@@ -24,11 +36,24 @@ class _Truncation(_Body):
 
 
 class HFParameters(_Body):
-    """The Hugging Face inference API's ``parameters`` (sent by ``InferenceClient``)."""
+    """The Hugging Face inference API's ``parameters`` (sent by ``InferenceClient``); each is
+    honoured by the tasks named, and ignored (named in ``X-Bertkit-Ignored``) by the others."""
 
-    top_k: StrictInt | None = Field(None, ge=1, description="keep the best k labels")
+    top_k: StrictInt | None = Field(None, ge=1, description="classification: the best k labels; "
+                                                            "question answering: k answers, best first")
     function_to_apply: Literal["softmax", "sigmoid", "none"] | None = Field(
-        None, description="none = raw scores (TEI's raw_scores)")
+        None, description="classification: none = raw scores (TEI's raw_scores)")
+    aggregation_strategy: Literal["none", "simple", "first"] | None = Field(
+        None, description="token classification: none = one entity per word; simple or first "
+                          "(the same: a word is tagged by its first wordpiece) = B-/I- runs "
+                          "grouped (the default)")
+    ignore_labels: list[str] | None = Field(None, description="token classification: tags or "
+                                                              "entity groups left out (default [\"O\"])")
+    handle_impossible_answer: bool | None = Field(
+        None, description="question answering: whether \"\" may be answered (default: a SQuAD 2.0 "
+                          "model at its saved threshold, no for others)")
+    max_answer_len: StrictInt | None = Field(None, ge=1, description="question answering: the "
+                                                                      "longest answer, in tokens")
 
 
 class PredictRequest(_Truncation):
@@ -111,10 +136,18 @@ class DecodeRequest(_Body):
     skip_special_tokens: bool = True
 
 
+class FillMaskParameters(_Body):
+    """``InferenceClient.fill_mask``'s ``parameters`` (``targets`` is not supported: ignored)."""
+
+    top_k: StrictInt | None = Field(None, description="candidates per [MASK] (1-100)")
+
+
 class FillMaskRequest(_Truncation):
     inputs: Any = Field(..., description="a text with [MASK] tokens, or a list of texts",
                         examples=["the man went to the [MASK] ."])
     top_k: StrictInt = Field(5, description="candidates per [MASK] (1-100)")
+    parameters: FillMaskParameters | None = Field(None, description="Hugging Face inference API "
+                                                                    "parameters (top_k wins over the field)")
 
 
 class AttentionRequest(_Body):

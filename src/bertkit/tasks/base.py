@@ -194,7 +194,8 @@ class Plan:
     """One raw input's work for the inference engine: its model ``rows``, their batching
     ``key`` (rows with equal keys share a forward pass; ``key[0]`` has ``row_outputs(model,
     ids, types, mask, lengths, *key[1:])``), and ``finish``, which turns the rows' outputs into
-    the answer. ``windows``: model rows that are windows of one long text (1: not windowed);
+    the answer (its keyword arguments with defaults, if any, are the Hugging Face inference
+    parameters its task honours: ``top_k``, ``aggregation_strategy``, ...). ``windows``: model rows that are windows of one long text (1: not windowed);
     ``logits``: classification's rows -> the example's logits, for a door that scores them its
     own way (TEI's ``raw_scores``); ``left_truncatable``: one row a door may rebuild cut from
     the left."""

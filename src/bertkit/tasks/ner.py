@@ -211,7 +211,11 @@ class TokenTask(Task):
         truncated = bool(features.num_truncated)
         ctx.check_overflow(truncated)
 
-        def finish(outputs):
+        def finish(outputs, aggregation_strategy: str = "first", ignore_labels=("O",)):
+            """The entities; Hugging Face's parameters: ``aggregation_strategy`` ``none`` gives
+            one ``{"entity", ...}`` per word, ``simple`` or ``first`` (the same here: a word is
+            tagged by its first wordpiece) the B-/I- runs grouped; ``ignore_labels``: the tags
+            or entity groups left out."""
             tags = self.word_tags([example], features, {"logits": outputs})[0]
             scores = [0.0] * len(words)
             for meta, logits in zip(features.meta, outputs):
@@ -219,7 +223,12 @@ class TokenTask(Task):
                 for position, w in enumerate(meta.word_index):
                     if w >= 0:
                         scores[w] = float(probs[position].max())
-            return group_entities(text, spans, tags, scores)
+            if aggregation_strategy == "none":
+                entities = [{"entity": tag, "score": score, "word": text[a:b], "start": a, "end": b}
+                            for (a, b), tag, score in zip(spans, tags, scores)]
+            else:
+                entities = group_entities(text, spans, tags, scores)
+            return [e for e in entities if e.get("entity", e.get("entity_group")) not in ignore_labels]
 
         return Plan(rows, (self,), finish, truncated, windows=len(rows))
 

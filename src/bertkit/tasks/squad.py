@@ -110,12 +110,17 @@ class SquadTask(Task):
                                s["max_query_length"], with_positions=labelled)
 
     # ------------------------------------------------------------ answers and scores
-    def answers(self, examples, features: FeatureSet, outputs) -> SquadPredictions:
-        """Post-processed answers at the threshold in use."""
+    def answers(self, examples, features: FeatureSet, outputs, n_best_size: int | None = None,
+                max_answer_length: int | None = None, no_answer: bool | None = None) -> SquadPredictions:
+        """Post-processed answers at the threshold in use; the arguments, when given, replace
+        the saved settings (``no_answer``: whether "" may be answered; a model that is not a
+        v2.0 one then answers it when the null score beats the best span's, threshold 0)."""
         s = self.settings
+        no_answer = self.version_2 if no_answer is None else no_answer
         return postprocess_squad(examples, features.meta, outputs["start_logits"],
-                                 outputs["end_logits"], s["n_best_size"], s["max_answer_length"],
-                                 self.version_2, s["null_score_diff_threshold"])
+                                 outputs["end_logits"], n_best_size or s["n_best_size"],
+                                 max_answer_length or s["max_answer_length"], no_answer,
+                                 s["null_score_diff_threshold"] if self.version_2 else 0.0)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -154,13 +159,24 @@ class SquadTask(Task):
         example = SquadExample("0", question, context)
         rows, features = self.feature_rows(example, ctx)
 
-        def finish(outputs):
-            answers = self.answers([example], features, {"start_logits": [o[0] for o in outputs],
-                                                         "end_logits": [o[1] for o in outputs]})
-            answer = answers.answers["0"]
-            score = next((x["probability"] for x in answers.nbest["0"] if x["text"] == answer), 0.0)
-            start, end = answers.spans.get("0", (0, 0)) if answer else (0, 0)
-            return {"answer": answer, "score": float(score), "start": int(start), "end": int(end)}
+        def finish(outputs, top_k: int | None = None, max_answer_len: int | None = None,
+                   handle_impossible_answer: bool | None = None):
+            """The answer; Hugging Face's parameters: ``top_k`` > 1 gives a list of up to that
+            many, best first; ``max_answer_len`` (tokens) and ``handle_impossible_answer`` (may
+            "" be answered) replace the saved settings (:meth:`answers`)."""
+            logits = {"start_logits": [o[0] for o in outputs], "end_logits": [o[1] for o in outputs]}
+            found = self.answers([example], features, logits, max(top_k or 1, self.settings["n_best_size"]),
+                                 max_answer_len, handle_impossible_answer)
+            probability = {x["text"]: x["probability"] for x in found.nbest["0"]}
+            answer = found.answers["0"]
+            start, end = found.spans.get("0", (0, 0)) if answer else (0, 0)
+            best = {"answer": answer, "score": float(probability.get(answer, 0.0)), "start": int(start),
+                    "end": int(end)}
+            if not top_k or top_k == 1:
+                return best
+            others = [{"answer": text, "score": float(probability[text]), "start": int(a), "end": int(b)}
+                      for text, (a, b) in found.candidate_spans["0"].items() if text != answer]
+            return [best, *others][:top_k]
 
         return Plan(rows, (self,), finish, False, windows=len(rows))
 

@@ -40,15 +40,17 @@ __all__ = ["SquadPredictions", "apply_null_threshold", "postprocess_squad", "usa
 @dataclass
 class SquadPredictions:
     """``answers`` {qid: text} at the threshold used, ``best_non_null`` {qid: text},
-    ``null_odds`` {qid: float} (v2.0 only), ``nbest`` {qid: [entry dicts]} and ``spans``
+    ``null_odds`` {qid: float} (v2.0 only), ``nbest`` {qid: [entry dicts]}, ``spans``
     {qid: (start, end)}: the character span of ``best_non_null`` in the context (absent when
-    there is no non-null candidate)."""
+    there is no non-null candidate), and ``candidate_spans`` {qid: {text: (start, end)}}: the
+    span of every non-null n-best text."""
 
     answers: dict[str, str] = field(default_factory=dict)
     best_non_null: dict[str, str] = field(default_factory=dict)
     null_odds: dict[str, float] = field(default_factory=dict)
     nbest: dict[str, list[dict]] = field(default_factory=dict)
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+    candidate_spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
 
 def _softmax(scores: list[float]) -> list[float]:
@@ -136,6 +138,7 @@ def postprocess_squad(
             n_best_size, max_answer_length, version_2)
         best = next((x for x in nbest if x["text"]), None)
         out.nbest[example.qid] = nbest
+        out.candidate_spans[example.qid] = spans
         out.best_non_null[example.qid] = best["text"] if best else ""
         if best and best["text"] in spans:  # not the "empty" placeholder
             out.spans[example.qid] = spans[best["text"]]
