@@ -36,9 +36,25 @@ def test_a_benchmark_runs_at_a_tiny_shape(script):
 
 
 @pytest.mark.parametrize("script", ["accuracy", "finetune_precision", "model_speed", "serve",
-                                    "tokenizer", "tokenizer_train", "doors", "linear_probe"])
+                                    "tokenizer", "tokenizer_train", "doors", "linear_probe",
+                                    "embedding_train"])
 def test_a_benchmark_answers_help(script):
     """The heavier ones (real models, data or servers): at least their imports and flags."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), "--help"],
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert done.returncode == 0 and "usage" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_embedding_training_benchmark_runs_on_toy_pairs(tmp_path):
+    """bench/embedding_train.py at a tiny shape: a toy model and toy STS-B pairs, one seed."""
+    for module in ("sentence_transformers", "datasets", "accelerate"):
+        pytest.importorskip(module)
+    from tests.finetune_helpers import make_model
+    from tests.tasks.test_embedding import write_stsb
+
+    model, data = make_model(tmp_path / "model"), write_stsb(tmp_path / "data", 32, 12)
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "embedding_train.py"), "--model", str(model),
+                           "--data", str(data), "--out", str(tmp_path / "out"), "--seeds", "1", "--epochs", "1"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| **sentence-transformers** | mean |" in done.stdout and "| **bertkit** | mean |" in done.stdout
