@@ -13,6 +13,7 @@ knows nothing task-specific. The loop calls, in order::
     task.evaluate(examples, feats, outputs) -> {"metric": value, ...}   # main metric first
     task.predict(examples, feats, outputs) -> [one JSON-able dict per example]
     save_pretrained(model, out, tokenizer=tok, extra_config=task.config_entries(metrics))
+    task.write_model_files(out, model, max_seq_length)  # the family's own files, if any
 
 Contract details:
 
