@@ -25,7 +25,7 @@
 #                          ltr 450: its softmax over the whole vocabulary makes a step ~6x dearer)
 #   --stage2 N             stage-2 steps from the stage-1 model, 0 for none (default 8000; ltr 973)
 #   --size S --lr LR       model preset and peak pre-training rate (default tiny, 1e-3)
-#   --tasks A,B            GLUE tasks (default sst2,mrpc,stsb,rte,cola)
+#   --tasks A,B            GLUE tasks (default sst2,mrpc,stsb,rte,cola; '' pre-trains only)
 #   --lrs A,B --ft-seeds A,B --epochs N --max-train-examples N
 #                          the fine-tuning grid (default 3e-4,1e-3 / 1,2 / 3 / 5000)
 #   --probe A,B            frozen linear-probe tasks of bench/linear_probe.py, "" for none
@@ -137,6 +137,7 @@ pretrained_row() {  # pretrained_row OBJECTIVE
       --init-from "$run1/model" --steps "$s2" --seed $((SEED + 1)) --eval-every 500
     final=$run2
   fi
+  [ -n "$TASKS" ] || return 0  # pre-training only
   $BERTKIT downstream "$final/model" --out "$final/glue" "${GRID[@]}"
   probe "$final/model" "$final/probe.jsonl"
   [ "$final" = "$run1" ] || probe "$run1/model" "$run1/probe.jsonl"

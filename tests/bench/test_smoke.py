@@ -22,9 +22,10 @@ RUNS = {
                             "--rounds", "1", "--min-time", "0.01"],
     "inference": ["--shapes", "tiny", "--seq-len", "16", "--batch-sizes", "2", "--rounds", "1",
                   "--min-time", "0.01", "--text-limit", "8", "--no-eager", "--threads", "1"],
+    "profile_routes": ["--shape", "tiny", "--batch", "2x8", "--routes", "fp32,int8", "--iterations", "1"],
 }
 PRINTS = {"pretrain": "bertkit", "int8_kernels": "x86/onednn", "precision_crossover": "fp32/bf16",
-          "inference": "seq/s"}
+          "inference": "seq/s", "profile_routes": "ms per batch"}
 
 
 @pytest.mark.parametrize("script", sorted(RUNS))
