@@ -97,6 +97,21 @@ class BertInference(TaskInference):
             raise BertkitError(f"prompt_name {prompt_name!r} is not one of the model's prompts ({known})")
         return self.prompts[prompt_name]
 
+    def compile(self, mode: str = "auto") -> bool:
+        """Route the encoder through ``torch.compile`` if ``mode`` (``auto``/``on``/``off``:
+        :func:`bertkit.inference.compiled.decide`) says so; whether it did. The graphs are
+        built at the first forward passes (:meth:`warm_up` builds them now)."""
+        compiling, self.compile_reason = compiled.decide(mode, self.precision, self.device, self.model)
+        if compiling and not compiled.is_compiled(self.model):
+            compiled.compile_encoder(self.model)
+        return compiling
+
+    def warm_up(self) -> None:
+        """Build the compiled graphs now (one input, several), not at the first requests; in
+        the thread whose thread count the kernels should use."""
+        if compiled.is_compiled(self.model):
+            compiled.warm_up(self.model, self.precision, self.device)
+
     @property
     def default_pooling(self) -> str:
         """The pooling ``embed`` uses when none is asked: the one the model was trained with
@@ -313,10 +328,8 @@ def load(
     tokenizer = load_tokenizer(model_dir, vocab, lowercase, strip_accents)
     bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
     bert.precision_reason = why
-    compiling, bert.compile_reason = compiled.decide(compile, precision, target, bert.model)
-    if compiling:
-        compiled.compile_encoder(bert.model)
-        compiled.warm_up(bert.model, precision, bert.device)
+    if bert.compile(compile):
+        bert.warm_up()
     family = bert.family()
     for finding in family.findings(finetune_entry(model.config).get("metrics") or {}) if family else ():
         warnings.warn(f"{model_dir}: {finding}", stacklevel=2)  # e.g. a SQuAD 2.0 model that never answers

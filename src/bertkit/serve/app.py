@@ -23,6 +23,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import threading
 import time
 from typing import Any
 
@@ -590,8 +591,15 @@ def load_model(config: ServeConfig):
             bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
         else:
             bert = load(config.model, device=config.device, precision=config.precision)
+            bert.compile(config.compile)
+    # the compiled graphs are built outside the one-thread block (their kernels take the thread
+    # count they are built with) and in a thread of their own, whose OpenMP threads end with it
+    warming = threading.Thread(target=bert.warm_up, name="bertkit-compile")
+    warming.start()
+    warming.join()
     print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
-          f"{bert.served_precision} ({bert.precision_reason})", file=sys.stderr, flush=True)
+          f"{bert.served_precision} ({bert.precision_reason}), compile: {bert.compile_reason}",
+          file=sys.stderr, flush=True)
     return bert
 
 

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import OptionError
 from bertkit.options import check_config, option
+from bertkit.precision import COMPILE_HELP, COMPILE_MODES, INFERENCE_DEFAULT
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
-from bertkit.precision import INFERENCE_DEFAULT
 
 ENV_VAR = "BERTKIT_SERVE_CONFIG"  # how --workers hands the config to each worker process
 
@@ -28,6 +28,8 @@ class ServeConfig:
     precision: str = option(INFERENCE_DEFAULT, f"fp32, bf16/fp16 autocast, int8 dynamic quantisation "
                                                f"(CPU), or {PRECISION_HELP}; the default of every "
                                                "inference door", choices=INFERENCE_PRECISIONS)
+    compile: str = option("auto", f"{COMPILE_HELP}; the graphs are built before the server "
+                                  "listens (BERT-Base: about 45 s)", choices=COMPILE_MODES)
     device: str = option("cpu", "cpu or cuda")
     runtime: str = option("torch", "torch (bertkit's PyTorch engine) or openvino (pip install "
                                    "'bertkit[openvino]'; CPU; the task-head routes run on OpenVINO at "

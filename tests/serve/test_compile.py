@@ -1,0 +1,34 @@
+"""``serve --compile``: the engine's compiled route behind the server (bertkit.inference.compiled)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertkit.errors import OptionError
+from bertkit.inference import compiled, load
+from bertkit.serve.app import load_model
+from bertkit.serve.config import ServeConfig
+
+
+def test_compile_is_an_option_with_its_choices():
+    assert ServeConfig(model="m").check().compile == "auto"
+    with pytest.raises(OptionError, match="compile must be one of auto, on, off"):
+        ServeConfig(model="m", compile="yes").check()
+
+
+def test_auto_leaves_a_narrow_model_eager(make_mlm_dir, cpu_class, capsys):
+    bert = load_model(ServeConfig(model=str(make_mlm_dir(32))))  # fp32 on every class: no compile
+    assert not compiled.is_compiled(bert.model)
+    assert "compile: auto:" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(compiled.cxx_compiler() is None, reason="no C++ compiler for inductor")
+def test_the_server_engine_compiles_on_request_and_answers_as_eager(make_mlm_dir, capsys):
+    directory = str(make_mlm_dir(32))
+    bert = load_model(ServeConfig(model=directory, precision="fp32", compile="on"))
+    assert compiled.is_compiled(bert.model)
+    assert "compile: --compile on" in capsys.readouterr().err
+    texts = ["the man went to the store", "hello"]
+    np.testing.assert_allclose(bert.embed(texts), load(directory, precision="fp32").embed(texts), atol=1e-5)
