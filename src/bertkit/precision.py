@@ -59,8 +59,8 @@ HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX,
         "bf16 support, else fp16), else fp32")
 # torch.compile of the encoder (bertkit.inference.compiled, which decides what auto means)
 COMPILE_MODES = ("auto", "on", "off")
-COMPILE_HELP = ("compile the encoder with torch.compile: auto (where measured faster: bf16 on a "
-                "CPU with AMX; a C++ compiler needed), on, or off")
+COMPILE_HELP = ("compile the encoder with torch.compile (a C++ compiler needed): auto (where "
+                "measured clearly faster: no CPU class yet), on, or off")
 
 
 def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "--precision") -> str:

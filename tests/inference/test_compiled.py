@@ -14,7 +14,13 @@ def with_compiler(monkeypatch):
     monkeypatch.setattr(compiled, "cxx_compiler", lambda: "/usr/bin/g++")
 
 
-def test_auto_compiles_only_where_measured_faster(cpu_class, with_compiler):
+def test_auto_compiles_nowhere_until_measured_clearly_faster(cpu_class, with_compiler):
+    assert compiled.decide("auto", "bf16", "cpu")[0] is False
+    assert compiled.decide("auto", "fp32", "cpu")[0] is False
+
+
+def test_auto_compiles_only_where_measured_faster(cpu_class, with_compiler, monkeypatch):
+    monkeypatch.setattr(compiled, "MEASURED_FASTER", {("amx", "bf16")})
     on, why = compiled.decide("auto", "bf16", "cpu")
     assert on == (cpu_class == "amx"), why
     assert "amx" in why if on else "not measured" in why

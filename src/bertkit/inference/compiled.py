@@ -1,12 +1,16 @@
 """The compiled route: the encoder's forward pass through ``torch.compile`` (inductor).
 
-With ``freezing`` the weights become constants of the graph, so inductor packs them once for
-oneDNN (AMX on the Intel Xeon) and fuses the element-wise work around the products (GELU, the
-residual adds, LayerNorm's epilogue, softmax). On the 2-core Intel Xeon with AMX, BERT-Base
-in bf16 on one thread ran 1.2-1.45x the eager bf16 route (bf16 weights, autocast) at 1 and
-8 x 128 (docs/serving-results.md, "The compiled route"). The cost is the compilation: about
-45 s for BERT-Base on that machine, once per process (frozen graphs are not kept in
-inductor's on-disk cache), which is why only long-lived doors (``serve``) compile by default.
+With ``freezing`` the weights become constants of the graph and inductor fuses the
+element-wise work around the matrix products (GELU, the residual adds, LayerNorm, the
+casts). The products themselves stay oneDNN's (``aten::addmm``, AMX on the Intel Xeon), and
+they are about 70% of a BERT-Base bf16 forward pass there (``bench/profile_routes.py``), so
+the gain is bounded: on the 2-core Intel Xeon with AMX, one thread, other jobs running, the
+compiled bf16 route ran at a median 1.03x / 1.08x / 1.00x / 1.01x the eager bf16 route at
+1 x 128, 8 x 128, 32 x 128 and 32 x 24 (6 interleaved rounds each; single quieter runs gave
+1.2-1.45x), and compiling BERT-Base took 45-85 s, once per process (frozen graphs bypass
+inductor's on-disk cache). That is not a clear win, so ``auto`` compiles nowhere yet
+(:data:`MEASURED_FASTER` is empty); ``on`` is there for long batch jobs and for measuring
+(docs/serving-results.md, "The compiled route").
 
 Shapes are dynamic: one graph for batches of one input and one for larger batches, each for
 every sequence length, so real traffic never recompiles per request. Calls asking for the
@@ -14,7 +18,7 @@ hidden states or attention probabilities, or made with gradients on, run the eag
 (each combination would otherwise compile a graph of its own on first use).
 
 ``compile`` choices (:data:`bertkit.precision.COMPILE_MODES`, declared once for every door):
-* ``auto``: compile where it was measured faster, :func:`decide`;
+* ``auto``: compile where it was measured clearly faster, :func:`decide`;
 * ``on``: compile (an error if this machine cannot);
 * ``off``: the eager forward pass.
 """
@@ -30,9 +34,10 @@ from bertkit import cpu
 from bertkit.errors import BertkitError
 from bertkit.precision import COMPILE_MODES as MODES
 
-# CPU classes (bertkit.cpu.cpu_class) where compiling was measured faster for a precision; no
-# other class compiles under auto until measured there.
-MEASURED_FASTER = {("amx", "bf16")}
+# (CPU class, precision) pairs (bertkit.cpu.cpu_class) where compiling was measured clearly
+# faster; none yet (the module's docstring gives the figures). No class compiles under auto
+# until measured there.
+MEASURED_FASTER: set[tuple[str, str]] = set()
 INDUCTOR_OPTIONS = {"freezing": True}
 
 

@@ -28,8 +28,8 @@ class ServeConfig:
     precision: str = option(INFERENCE_DEFAULT, f"fp32, bf16/fp16 autocast, int8 dynamic quantisation "
                                                f"(CPU), or {PRECISION_HELP}; the default of every "
                                                "inference door", choices=INFERENCE_PRECISIONS)
-    compile: str = option("auto", f"{COMPILE_HELP}; the graphs are built before the server "
-                                  "listens (BERT-Base: about 45 s)", choices=COMPILE_MODES)
+    compile: str = option("auto", f"{COMPILE_HELP}; compiled graphs are built before the "
+                                  "server listens (BERT-Base: about a minute)", choices=COMPILE_MODES)
     device: str = option("cpu", "cpu or cuda")
     runtime: str = option("torch", "torch (bertkit's PyTorch engine) or openvino (pip install "
                                    "'bertkit[openvino]'; CPU; the task-head routes run on OpenVINO at "
