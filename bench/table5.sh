@@ -24,7 +24,8 @@
 #   --stage1 N             stage-1 length: steps, or a time budget such as 1h (default 3700;
 #                          ltr 450: its softmax over the whole vocabulary makes a step ~6x dearer)
 #   --stage2 N             stage-2 steps from the stage-1 model, 0 for none (default 8000; ltr 973)
-#   --size S --lr LR       model preset and peak pre-training rate (default tiny, 1e-3)
+#   --size S --lr LR       model preset and peak pre-training rate (default tiny, 1e-3; a
+#                          recipe's LR_<size> line sets the rate of one size)
 #   --tasks A,B            GLUE tasks (default sst2,mrpc,stsb,rte,cola; '' pre-trains only)
 #   --lrs A,B --ft-seeds A,B --epochs N --max-train-examples N
 #                          the fine-tuning grid (default 3e-4,1e-3 / 1,2 / 3 / 5000)
@@ -72,7 +73,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --recipe) ;; --out) OUT=$2 ;; --seed) SEED=$2 ;; --precision) PRECISION=$2 ;;
     --ft-precision) FT_PRECISION=$2 ;; --stage1) STAGE1=$2 ;; --stage2) STAGE2=$2 ;;
-    --size) SIZE=$2 ;; --lr) LR=$2 ;; --tasks) TASKS=$2 ;; --lrs) LRS=$2 ;;
+    --size) SIZE=$2 ;; --lr) LR=$2; LR_FLAG=1 ;; --tasks) TASKS=$2 ;; --lrs) LRS=$2 ;;
     --ft-seeds) FT_SEEDS=$2 ;; --epochs) EPOCHS=$2 ;; --max-train-examples) MAX_TRAIN=$2 ;;
     --probe) PROBE=$2 ;; --max-docs) MAX_DOCS=$2 ;; --dupe-factor) DUPE=$2 ;; --workers) WORKERS=$2 ;;
     --pt-data) PT_DATA=$2 ;;
@@ -80,6 +81,9 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
+# a recipe's per-size peak rate (LR_small=3e-4) replaces LR for that size; --lr wins over both
+size_lr="LR_${SIZE}"
+if [ -z "${LR_FLAG:-}" ] && [ -n "${!size_lr:-}" ]; then LR=${!size_lr}; fi
 case "$SEED" in ''|*[!0-9]*) echo "table5.sh: --seed must be a whole number >= 0" >&2; exit 2 ;; esac
 DATA=../shared/data
 [ -d "$DATA/corpus" ] || { echo "table5.sh: $DATA/corpus not found (the shared data)" >&2; exit 2; }
