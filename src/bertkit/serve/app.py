@@ -547,7 +547,7 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
     loaded, the service with its batcher started for the app's lifetime, the gate (API key,
     CORS, payload limit, offline docs), the error answers and the routes of
     :mod:`bertkit.serve.routes`."""
-    from bertkit.serve import routes
+    from bertkit.serve import routes, spec
     from bertkit.serve.gate import Gate, add_docs
 
     config.check()
@@ -568,6 +568,7 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
     add_docs(app)
     Gate.install(app, config)
     routes.install(app)
+    spec.install(app)
     return app
 
 

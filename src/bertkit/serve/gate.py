@@ -5,8 +5,9 @@
 ``--payload-limit`` is a 413 ``PayloadTooLarge`` (TEI's ``--payload-limit``, default 2 MB); with
 ``--api-key`` a model route without ``Authorization: Bearer KEY`` is a 401 ``Unauthorized``
 (as TEI, ``/health``, ``/ping``, ``/metrics``, ``/docs``, ``/openapi.json`` and the page stay
-open); a POST whose ``Content-Type`` is not JSON is a 415 ``UnsupportedMediaType`` (axum's
-rule, which TEI inherits). CORS is Starlette's middleware, open to any origin unless
+open); a POST to a POST route whose ``Content-Type`` is not JSON is a 415
+``UnsupportedMediaType`` (axum's rule, which TEI inherits; a POST to another route is the
+router's 404 or 405). CORS is Starlette's middleware, open to any origin unless
 ``--cors-allow-origin`` names them (TEI's default). Swagger UI's script and style come from the
 ``fastapi-offline`` package and are served by this server, so ``/docs`` needs no network.
 """
@@ -18,23 +19,25 @@ import hmac
 from fastapi import FastAPI
 from starlette.responses import JSONResponse
 
-OPEN_PATHS = ("/health", "/ping", "/metrics", "/docs", "/openapi.json", "/docs-static/")
+OPEN_PATHS = ("/health", "/ping", "/metrics", "/docs", "/openapi.json", "/api-doc/openapi.json", "/docs-static/")
 DOCS_STATIC = "/docs-static"
 
 
 class Gate:
     """ASGI middleware: payload limit, API key, JSON content type (see the module docstring)."""
 
-    def __init__(self, app, api_key: str | None, payload_limit: int):
+    def __init__(self, app, api_key: str | None, payload_limit: int, routed=None):
         self.app = app
         self.expected = f"Bearer {api_key}".encode() if api_key else None
         self.payload_limit = payload_limit
+        self.routed = routed  # the FastAPI app: only a POST route's body is checked (else 404/405)
+        self._posts: set[str] | None = None
 
     @classmethod
     def install(cls, app: FastAPI, config) -> None:
         from starlette.middleware.cors import CORSMiddleware
 
-        app.add_middleware(cls, api_key=config.key(), payload_limit=config.payload_limit)
+        app.add_middleware(cls, api_key=config.key(), payload_limit=config.payload_limit, routed=app)
         app.add_middleware(CORSMiddleware, allow_origins=config.origins(), allow_methods=["GET", "POST"],
                            allow_headers=["content-type", "authorization"],
                            expose_headers=["x-compute-time", "x-total-time", "x-tokenization-time",
@@ -62,7 +65,7 @@ class Gate:
                 return await refuse(401, "a valid 'Authorization: Bearer KEY' header is required "
                                          "(the server runs with --api-key)", "Unauthorized",
                                     {"WWW-Authenticate": "Bearer"})
-        if method == "POST":
+        if method == "POST" and self._takes_posts(path):
             kind = headers.get("content-type", b"").decode("latin-1").split(";")[0].strip().lower()
             if not (kind == "application/json" or kind.endswith("+json")):
                 return await refuse(415, "Expected request with `Content-Type: application/json`",
@@ -79,9 +82,32 @@ class Gate:
                 receive = _replay(body)
         return await self.app(scope, receive, send)
 
+    def _takes_posts(self, path: str) -> bool:
+        """Whether ``path`` is a POST route (the routes are read once, at the first request)."""
+        if self.routed is None:
+            return True
+        if self._posts is None:
+            self._posts = {p for p, methods in route_methods(self.routed).items() if "POST" in methods}
+        return path in self._posts
+
     @staticmethod
     def _open(path: str, method: str) -> bool:
         return (method == "GET" and path == "/") or path in OPEN_PATHS or path.startswith(DOCS_STATIC + "/")
+
+
+def route_methods(app) -> dict[str, set[str]]:
+    """Every route path of ``app`` and its methods (FastAPI keeps an included router's routes
+    inside it, not in ``app.routes``)."""
+    found: dict[str, set[str]] = {}
+    pending = list(app.routes)
+    while pending:
+        route = pending.pop()
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            pending += inner.routes
+        elif getattr(route, "path", None) is not None:
+            found.setdefault(route.path, set()).update(getattr(route, "methods", None) or ())
+    return found
 
 
 def _replay(body: bytes):

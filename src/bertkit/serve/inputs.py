@@ -25,10 +25,11 @@ PREDICT_GRAMMAR = ("a string, a pair of strings [string, string] or a batch of m
 
 
 def check_batch_size(n: int, max_items: int) -> None:
-    """TEI's message for a batch over ``--max-client-batch-size`` (bertkit: ``--max-items``)."""
+    """TEI's message and status (its code's 422; its OpenAPI file says 413) for a batch over
+    ``--max-client-batch-size`` (bertkit: ``--max-items``): the OpenAPI description's
+    ``maxItems``, refused as every request it forbids."""
     if n > max_items:
-        raise ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items)",
-                       "Validation", 413)
+        raise ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items)")
 
 
 def _sequence(value: Any, where: str) -> str | list[str]:
@@ -66,11 +67,24 @@ def predict_items(inputs: Any, structured: bool, max_items: int) -> tuple[list, 
 
 
 def _is_ids(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+    """Token ids: JSON integers (``2.0`` is ``2`` in JSON, ``true`` is not ``1``)."""
+    return isinstance(value, list) and all(
+        (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
+        for x in value)
+
+
+def _ids(value: Any) -> Any:
+    """``value`` with token ids as Python ints (a text as it is)."""
+    return [int(x) for x in value] if isinstance(value, list) else value
 
 
 def embed_items(inputs: Any, max_items: int, field: str = "inputs") -> tuple[list, bool]:
     """``/embed``'s items: texts (``str``) and token-id lists (``list[int]``)."""
+    items, single = _embed_items(inputs, max_items, field)
+    return [_ids(x) for x in items], single
+
+
+def _embed_items(inputs: Any, max_items: int, field: str) -> tuple[list, bool]:
     if isinstance(inputs, str) or (_is_ids(inputs) and inputs):
         return [inputs], True
     if isinstance(inputs, list):

@@ -23,6 +23,7 @@ from bertkit.serve import schemas as s
 from bertkit.serve.app import IGNORED_HEADER
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
+from bertkit.serve.gate import route_methods
 from bertkit.serve.inputs import prompted
 from bertkit.serve.metrics import CONTENT_TYPE
 
@@ -41,6 +42,7 @@ ServiceDep = Annotated[Any, Depends(service_of)]
 
 
 INLINE_VALUES = 20_000  # answers with more numbers are rendered in a worker thread
+IGNORED_NAMED = 20  # ignored fields named in the header at most
 
 
 async def reply(answer: Any, headers: dict, body: BaseModel | None = None) -> Response:
@@ -51,8 +53,9 @@ async def reply(answer: Any, headers: dict, body: BaseModel | None = None) -> Re
     thread, one innermost list at a time, so the loop gets the GIL between pieces."""
     unknown = s.ignored_fields(body) if body is not None else []
     if unknown:
-        named = headers.get(IGNORED_HEADER)
-        headers = {**headers, IGNORED_HEADER: ",".join([*unknown, *([named] if named else [])])}
+        named = [*unknown, *filter(None, [headers.get(IGNORED_HEADER)])]
+        more = f",... ({len(named) - IGNORED_NAMED} more)" if len(named) > IGNORED_NAMED else ""
+        headers = {**headers, IGNORED_HEADER: ",".join(named[:IGNORED_NAMED]) + more}
     if _values(answer) <= INLINE_VALUES:
         return JSONResponse(answer, headers=headers)
     body = await run_in_threadpool(lambda: "".join(json_pieces(answer)).encode("utf-8"))
@@ -219,7 +222,8 @@ async def attention(body: s.AttentionRequest, service: ServiceDep):
     return await reply(*await service.attention(body), body)
 
 
-@router.get("/", include_in_schema=False)
+@router.get("/", tags=TEI, responses={503: {"model": s.ErrorResponse}},
+            summary="200 when the model answers (TEI's health); a browser gets the page")
 async def page(request: Request, service: ServiceDep):
     """The page, for a browser; TEI's health answer for every other client."""
     if "text/html" not in request.headers.get("accept", ""):
@@ -259,7 +263,11 @@ async def on_http(request: Request, exc: StarletteHTTPException):
                f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
     if exc.status_code == 400 and str(exc.detail) == "There was an error parsing the body":
         message = await _unreadable_body(request)
-    return fail(request, ApiError(message, kind, exc.status_code, getattr(exc, "headers", None)))
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
+        methods = route_methods(request.app).get(request.url.path, set())
+        headers = {**(headers or {}), "Allow": ", ".join(sorted(methods))}
+    return fail(request, ApiError(message, kind, exc.status_code, headers))
 
 
 HANDLERS = {ApiError: on_api_error, RequestValidationError: on_validation, InputError: on_input,

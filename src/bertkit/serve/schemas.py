@@ -7,21 +7,34 @@ the model's task does not take.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 Direction = Literal["left", "right", "Left", "Right"]
 
 
-# request integers are StrictInt: `true` is not the layer 1, 2.0 not the head 2
+def _whole(value: Any) -> Any:
+    """A float with no fraction as the integer it equals (JSON does not tell 2.0 from 2)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# request integers: 2 or 2.0 (one number in JSON), never `true` or "2" (strict models)
+JsonInt = Annotated[int, BeforeValidator(_whole)]
+Count = Annotated[int, Field(ge=1), BeforeValidator(_whole)]  # the bound first: it reaches the schema
+
+
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="allow")  # kept in model_extra, to be named as ignored
+    # unknown fields kept in model_extra, to be named as ignored; strict: `0` is not `false`,
+    # "1" not 1, as the OpenAPI description says
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 def ignored_fields(body: BaseModel, prefix: str = "") -> list[str]:
-    """The unknown fields of a request body, nested ones as ``parameters.stride``."""
-    names = [prefix + name for name in body.model_extra or {}]
+    """The unknown fields of a request body, nested ones as ``parameters.stride``; each name
+    JSON-escaped to ASCII (it goes into a header)."""
+    names = [prefix + json.dumps(name)[1:-1] for name in body.model_extra or {}]
     for name in type(body).model_fields:
         value = getattr(body, name)
         if isinstance(value, BaseModel):
@@ -39,7 +52,7 @@ class HFParameters(_Body):
     """The Hugging Face inference API's ``parameters`` (sent by ``InferenceClient``); each is
     honoured by the tasks named, and ignored (named in ``X-Bertkit-Ignored``) by the others."""
 
-    top_k: StrictInt | None = Field(None, ge=1, description="classification: the best k labels; "
+    top_k: Count | None = Field(None, description="classification: the best k labels; "
                                                             "question answering: k answers, best first")
     function_to_apply: Literal["softmax", "sigmoid", "none"] | None = Field(
         None, description="classification: none = raw scores (TEI's raw_scores)")
@@ -52,7 +65,7 @@ class HFParameters(_Body):
     handle_impossible_answer: bool | None = Field(
         None, description="question answering: whether \"\" may be answered (default: a SQuAD 2.0 "
                           "model at its saved threshold, no for others)")
-    max_answer_len: StrictInt | None = Field(None, ge=1, description="question answering: the "
+    max_answer_len: Count | None = Field(None, description="question answering: the "
                                                                       "longest answer, in tokens")
 
 
@@ -80,10 +93,10 @@ class EmbedRequest(_Truncation):
                         examples=["What is Deep Learning?"])
     prompt_name: str | None = Field(None, description=PROMPT_NAME)
     normalize: bool = Field(True, description="scale each vector to unit length")
-    dimensions: StrictInt | None = Field(None, description="keep the first N dimensions (then normalise)")
+    dimensions: JsonInt | None = Field(None, description="keep the first N dimensions (then normalise)")
     pooling: Literal["cls", "mean"] | None = Field(None, description="bertkit: cls or mean (default: the "
                                                                      "model's sentence-transformers pooling, else cls)")
-    layers: list[StrictInt] | None = Field(None, description="bertkit: hidden states to concatenate "
+    layers: list[JsonInt] | None = Field(None, description="bertkit: hidden states to concatenate "
                                                        "(default [-1], the last layer)")
 
 
@@ -108,7 +121,7 @@ class OpenAIRequest(_Body):
     model: str | None = None
     user: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = None
+    dimensions: JsonInt | None = None
 
 
 class SimilarityInput(_Body):
@@ -132,20 +145,20 @@ class TokenizeRequest(_Body):
 
 
 class DecodeRequest(_Body):
-    ids: list[int] | list[list[int]] = Field(..., examples=[[101, 3231, 102]])
+    ids: list[JsonInt] | list[list[JsonInt]] = Field(..., examples=[[101, 3231, 102]])
     skip_special_tokens: bool = True
 
 
 class FillMaskParameters(_Body):
     """``InferenceClient.fill_mask``'s ``parameters`` (``targets`` is not supported: ignored)."""
 
-    top_k: StrictInt | None = Field(None, description="candidates per [MASK] (1-100)")
+    top_k: JsonInt | None = Field(None, description="candidates per [MASK] (1-100)")
 
 
 class FillMaskRequest(_Truncation):
     inputs: Any = Field(..., description="a text with [MASK] tokens, or a list of texts",
                         examples=["the man went to the [MASK] ."])
-    top_k: StrictInt = Field(5, description="candidates per [MASK] (1-100)")
+    top_k: JsonInt = Field(5, description="candidates per [MASK] (1-100)")
     parameters: FillMaskParameters | None = Field(None, description="Hugging Face inference API "
                                                                     "parameters (top_k wins over the field)")
 
@@ -153,8 +166,8 @@ class FillMaskRequest(_Truncation):
 class AttentionRequest(_Body):
     inputs: str = Field(..., description="one text (the first of a pair, or the question of QA)")
     pair: str | None = Field(None, description="the second text (or the QA context)")
-    layer: StrictInt = Field(-1, description="encoder layer (negative counts from the last)")
-    head: StrictInt = Field(0, description="attention head")
+    layer: JsonInt = Field(-1, description="encoder layer (negative counts from the last)")
+    head: JsonInt = Field(0, description="attention head")
 
 
 # ---------------------------------------------------------------------- answers (for /docs)
