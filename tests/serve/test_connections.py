@@ -122,6 +122,11 @@ def test_a_head_over_the_limit_is_431_and_an_ordinary_one_passes(classifier):
         assert answer is not None and answer.startswith(b"HTTP/1.1 431") and b"HeaderTooLarge" in answer
         cookie = b"Cookie: " + b"c" * 8000 + b"\r\n"
         assert exchange(url, HEALTH[:-2] + cookie + b"\r\n")[1] == b"HTTP/1.1 200 OK"
+        many = b"".join(b"X-H%d: v\r\n" % i for i in range(10_000))  # 118 KB, whole in one read
+        with connect(url) as sock:
+            sock.sendall(HEALTH[:-2] + many + b"\r\n")
+            answer = closed_by_server(sock, 10)
+        assert answer is not None and answer.startswith(b"HTTP/1.1 431")
 
 
 def test_one_client_is_held_to_its_share_of_connections_and_the_others_are_served(classifier):

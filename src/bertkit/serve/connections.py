@@ -145,32 +145,52 @@ class _Hygiene:
 
 
 class _HttpTools(_Hygiene):
-    """httptools' callbacks mark a request's start, head and end; the head's bytes are counted."""
+    """httptools' callbacks mark a request's start, head and end. A head's size is counted
+    twice: the bytes read while it is unfinished (a head trickling in), and its request line
+    and headers as parsed (a whole head in one read); over :data:`HEAD_LIMIT`, a 431 and the
+    request never reaches the app."""
 
     def connection_made(self, transport) -> None:
-        self._in_head, self._head_bytes = True, 0
+        self._in_head, self._head_bytes, self._parsed_bytes, self._too_big = True, 0, 0, False
         super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        """Feed the parser; a head still unfinished past :data:`HEAD_LIMIT` bytes is a 431."""
+        """Feed the parser; then a head over the limit is answered 431 and the connection closed."""
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)
-        if self._in_head and self._head_bytes > HEAD_LIMIT and not self.transport.is_closing():
+        too_big = self._too_big or (self._in_head and max(self._head_bytes, self._parsed_bytes) > HEAD_LIMIT)
+        if too_big and not self.transport.is_closing():
             self._refuse(ApiError(f"the request head has more than {HEAD_LIMIT} bytes", "HeaderTooLarge"))
 
     def on_message_begin(self) -> None:
         self._started()
+        self._parsed_bytes = 0
         super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._parsed_bytes += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_bytes += len(name) + len(value) + 4  # ": " and CRLF
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head, self._head_bytes = False, 0
-        super().on_headers_complete()
+        self._too_big = self._parsed_bytes > HEAD_LIMIT
+        if not self._too_big:  # else no request for the app: data_received answers 431
+            super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._too_big:
+            super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._finished()
         self._in_head = True
-        super().on_message_complete()
+        if not self._too_big:
+            super().on_message_complete()
 
     def _head_unfinished(self) -> bool:
         return self._in_head
