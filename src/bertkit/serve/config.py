@@ -50,7 +50,7 @@ class ServeConfig:
                                   "beyond, 429 Overloaded; a request that needs more, 413",
                             ge=1, metavar="N")
     max_items: int = option(64, "inputs per request at most (TEI's max_client_batch_size); "
-                                "beyond, 413", ge=1, metavar="N")
+                                "beyond, 422 as TEI", ge=1, metavar="N")
     truncate: bool = option(True, "over-long inputs: truncate and name them in the "
                                   "X-Bertkit-Truncated header (--no-truncate: answer 413); a "
                                   "request's own \"truncate\" field wins (TEI's --auto-truncate)")
