@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast install lint bench clean
+.PHONY: demo test test-fast install lint bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,12 +21,18 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/bertkit demo
 
-test: $(STAMP)
+# the page's browser tests (tests/serve/test_page_browser.py) need Debian's chromium and
+# chromium-driver: installed once per machine where this runs as root (or password-less sudo),
+# a no-op once they are there; never fails the run (without them those tests skip and say how)
+browser:
+	@bash .ci/install-browser
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q
 
 # the quick lane while working: no test marked slow (CI runs `make test`, all of them)
-test-fast: $(STAMP)
+test-fast: $(STAMP) browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q -m "not slow"
 
