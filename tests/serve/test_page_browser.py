@@ -35,9 +35,6 @@ WAIT = 120  # seconds: the limit of every wait on the page, never a sleep
 
 # Issue 36's fixes these tests wait for. Strict: the fix turns each into a failure (XPASS) that
 # says to delete its marker here.
-NO_KEY_FIELD = pytest.mark.xfail(strict=True, reason=(
-    "issue 36: the page has no way to give the API key: /info answers 401 and the page stops at "
-    "'Cannot read properties of undefined' (page.html's init)"))
 NO_AUTHORIZE = pytest.mark.xfail(strict=True, reason=(
     "issue 36: the spec declares no bearer security scheme, so /docs shows no Authorize button"))
 LONG_MAP_REFUSED = pytest.mark.xfail(strict=True, reason=(
@@ -225,7 +222,6 @@ def test_ner_and_qa_answers_are_highlighted_and_pairs_mapped_whole(tmp_path, bro
 
 
 # ---------------------------------------------------------------- a server with an API key
-@NO_KEY_FIELD
 @pytest.mark.parametrize("given", ["--api-key", "$" + API_KEY_ENV])
 def test_the_page_asks_for_the_api_key_then_works(tmp_path, browser, monkeypatch, given):
     """With ``--api-key`` (or ``$BERTKIT_API_KEY``) the page itself stays open but ``/info``,
