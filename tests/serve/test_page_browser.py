@@ -33,13 +33,6 @@ pytestmark = pytest.mark.skipif(
            "(.ci/install-browser); else run `apt-get install chromium chromium-driver` as root")
 WAIT = 120  # seconds: the limit of every wait on the page, never a sleep
 
-# Issue 36's fixes these tests wait for. Strict: the fix turns each into a failure (XPASS) that
-# says to delete its marker here.
-NO_AUTHORIZE = pytest.mark.xfail(strict=True, reason=(
-    "issue 36: the spec declares no bearer security scheme, so /docs shows no Authorize button"))
-LONG_MAP_REFUSED = pytest.mark.xfail(strict=True, reason=(
-    "issue 36: /attention answers 413 for a text over the limit (Service.attention calls "
-    "bert.attention with its default on_overflow='error'), where `bertkit attention` truncates"))
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +254,6 @@ def test_the_page_asks_for_the_api_key_then_works(tmp_path, browser, monkeypatch
         shot(browser, tmp_path, "api-key")
 
 
-@NO_AUTHORIZE
 def test_docs_let_the_user_authorize_with_an_api_key(tmp_path, browser):
     """``/docs`` (Swagger UI) with ``--api-key``: an Authorize button, from the spec's bearer
     security scheme, so "Try it out" can send the key."""
@@ -290,7 +282,6 @@ def heat_note_after_show(browser, wait) -> str:
     return browser.find_element(By.ID, "heat-note").text
 
 
-@LONG_MAP_REFUSED
 @pytest.mark.parametrize("long_text", [{}, {"long_text": "window", "stride": 20}],
                          ids=["truncate", "window"])
 def test_a_long_text_answers_and_maps_with_the_limit_stated(tmp_path, browser, long_text):
@@ -319,7 +310,6 @@ def test_a_long_text_answers_and_maps_with_the_limit_stated(tmp_path, browser, l
         shot(browser, tmp_path, f"long-text-{long_text.get('long_text', 'truncate')}")
 
 
-@LONG_MAP_REFUSED
 def test_a_long_context_is_answered_and_its_map_truncated(tmp_path, browser):
     """Question answering reads a long context in windows (doc stride); its heat map
     (question + context) is truncated to the limit, and says so."""

@@ -70,8 +70,9 @@ def exact_openapi(spec: dict, service) -> dict:
     for path in ("/", "/invocations"):
         paths[path]["post"]["requestBody"] = {"required": True, "content": {"application/json": {"schema": own}}}
     statuses = {"415": "the body is not JSON (UnsupportedMediaType)"}
-    if service.config.key():
+    if service.config.key():  # /docs' Authorize button: the scheme, on the operations it guards
         statuses["401"] = "no valid 'Authorization: Bearer KEY' (Unauthorized)"
+        spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     for path, methods in paths.items():
         for method, operation in methods.items():
             _answers(path, method, operation, statuses)
@@ -105,6 +106,8 @@ def _answers(path: str, method: str, operation: dict, statuses: dict) -> None:
     for status, why in statuses.items():
         if method == "post" or status == "401" and path == "/info":
             responses.setdefault(status, {"description": why, **error})
+            if status == "401":
+                operation["security"] = [{"bearer": []}]
 
 
 class Shapes:
