@@ -97,5 +97,7 @@ def test_serve_attention_refuses_a_boolean_layer(tmp_path):
         assert client.post("/attention", json={"inputs": "\u200b\u200b"}).status_code == 422
         blank = client.post("/predict", json={"inputs": "\x00\x01\x02"})  # TEI's 400 Empty
         assert blank.status_code == 400 and blank.json()["error_type"] == "Empty"
-        long = client.post("/attention", json={"inputs": LONG})
-        assert long.status_code == 413 and "limit of" in long.text
+        long = client.post("/attention", json={"inputs": LONG})  # cut, and said so, as the CLI does
+        assert long.status_code == 200 and "x-bertkit-truncated" in long.headers
+        refused = client.post("/attention", json={"inputs": LONG, "truncate": False})
+        assert refused.status_code == 413 and "limit of" in refused.text

@@ -428,7 +428,7 @@ class Service:
         enc = bert.tokenizer.encode(body.inputs, body.pair, max_length=bert.max_length, truncation="longest_first")
         try:  # outside the batcher: one request's one forward pass with attentions
             tokens, matrix = await run_in_threadpool(bert.attention, body.inputs, body.layer, body.head, body.pair,
-                                                     "truncate" if self.config.truncate else "error")
+                                                     self.overflow(body.truncate))
         except InputError as e:
             raise from_input_error(e) from None
         first = enc.input_ids.index(bert.tokenizer.sep_token_id) + 1 if body.pair is not None else len(tokens)

@@ -168,6 +168,9 @@ class AttentionRequest(_Body):
     pair: str | None = Field(None, description="the second text (or the QA context)")
     layer: JsonInt = Field(-1, description="encoder layer (negative counts from the last)")
     head: JsonInt = Field(0, description="attention head")
+    truncate: bool | None = Field(None, description="map the first tokens of an over-long text, and "
+                                                    "say so in X-Bertkit-Truncated (default: the "
+                                                    "server's --truncate); false: answer 413")
 
 
 # ---------------------------------------------------------------------- answers (for /docs)
