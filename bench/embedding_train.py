@@ -44,6 +44,7 @@ import json
 import os
 import statistics
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -69,12 +70,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=RECIPE["batch"])
     p.add_argument("--epochs", type=int, default=RECIPE["epochs"])
     p.add_argument("--warmup", type=float, default=RECIPE["warmup"], help="warm-up fraction of the updates")
+    p.add_argument("--bucket", type=int, default=50,
+                   help="bertkit's length buckets: batches sorted by length together (1: batches drawn at random, "
+                        "as sentence-transformers draws them)")
     p.add_argument("--limit", type=int, help="the first N train and dev pairs only (a quick run)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--only", choices=["bertkit", "sentence-transformers"], help="one contender")
     p.add_argument("--json", type=Path, help="write the rows (curves included) here")
     p.add_argument("--plot", type=Path, help="a PNG of the dev figure against seconds from the --from files")
     p.add_argument("--from", dest="sources", type=Path, nargs="+", help="--json files to plot")
+    p.add_argument("--note", default="", help="a footnote under the plot (the machine and its load)")
     args = p.parse_args(argv)
     if args.plot and not args.sources:
         p.error("--plot needs --from")
@@ -142,7 +147,7 @@ def st_scores(evaluator, model, loss: str) -> dict:
     return {"spearman": 100 * found["dev_spearman_cosine"]}
 
 
-def run_bertkit(model: Path, data: Path, out: Path, seed: int, rec: dict, loss: str) -> dict:
+def run_bertkit(model: Path, data: Path, out: Path, seed: int, rec: dict, loss: str, bucket: int = 50) -> dict:
     """``bertkit finetune embedding`` (library call) on the recipe: dev figures, seconds, curve."""
     from bertkit.finetuning.config import FinetuneConfig
     from bertkit.finetuning.loop import finetune
@@ -150,7 +155,7 @@ def run_bertkit(model: Path, data: Path, out: Path, seed: int, rec: dict, loss: 
     from bertkit.tasks import get_task
 
     cfg = FinetuneConfig(**rec, seed=seed, select="last", precision="fp32", device="cpu", progress=False,
-                         overwrite=True, log_every=10_000)
+                         overwrite=True, log_every=10_000, bucket=bucket)
     started, clock, cpu = time.time(), time.perf_counter(), time.process_time()
     _, best = finetune(get_task("embedding", pooling="mean", loss=loss), model, data, out, cfg)
     seconds, cpu = time.perf_counter() - clock, time.process_time() - cpu
@@ -227,7 +232,7 @@ def compare(args: argparse.Namespace) -> list[dict]:
             if who == "bertkit":
                 from sentence_transformers import SentenceTransformer
 
-                row = run_bertkit(args.model, data, out, seed, rec, args.loss)
+                row = run_bertkit(args.model, data, out, seed, rec, args.loss, args.bucket)
                 check = st_scores(evaluator, SentenceTransformer(str(out), device="cpu"), args.loss)
                 row["st_evaluator"] = next(iter(check.values()))
             else:
@@ -264,7 +269,7 @@ def _spread(values: list[float], digits: int) -> str:
     return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else f"{mean:.{digits}f}"
 
 
-def plot(sources: list[Path], path: Path) -> None:
+def plot(sources: list[Path], path: Path, note: str = "") -> None:
     """Every run's dev figure after each epoch against its seconds since the start, one colour
     per contender, one marker per recipe (``--json`` file)."""
     import matplotlib
@@ -282,12 +287,16 @@ def plot(sources: list[Path], path: Path) -> None:
                 xs, ys = zip(*r["curve"])
                 ax.plot(xs, ys, marker=marker, color=colour, alpha=0.8, lw=1,
                         label=f"{who}, {report['label']}" if n == 0 else None)
+    ax.axhline(80, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("wall seconds since start (one thread; training + dev evaluation after each epoch)")
     ax.set_ylabel("STS-B dev Spearman x100")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("BERT-Tiny on STS-B train: dev Spearman after each epoch, 3 seeds per line colour", fontsize=9)
-    fig.tight_layout()
+    lines = textwrap.wrap(note, 130)
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="dimgrey")
+    fig.tight_layout(rect=(0, 0.035 * len(lines), 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
 
@@ -295,7 +304,7 @@ def plot(sources: list[Path], path: Path) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.plot:
-        plot(args.sources, args.plot)
+        plot(args.sources, args.plot, args.note)
         return 0
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(args.threads)
@@ -310,7 +319,7 @@ def main(argv=None) -> int:
     rows = compare(args)
     rec = recipe(args)
     label = (f"{args.loss}, lr {rec['lr']:g}, batch {rec['batch']}, {rec['epochs']} epochs, "
-             f"warm-up {rec['warmup']:g}")
+             f"warm-up {rec['warmup']:g}{', bertkit bucket ' + str(args.bucket) if args.bucket != 50 else ''}")
     print(f"sentence embeddings, {args.data.name}, {label}, {args.threads} thread(s)"
           f"{f', first {args.limit} pairs' if args.limit else ''}\n")
     print(table(rows, args.loss))
