@@ -208,8 +208,9 @@ def test_short_requests_are_answered_in_their_time_while_big_answers_are_flooded
         for thread in threads:
             thread.join()
     # a short request waits for a forward pass and the GIL, not behind every big answer queued
-    # (inline rendering and a first-come queue: about twice a big request's own time)
-    assert during < max(alone, 10 * baseline)
+    # (inline rendering and a first-come queue: about twice a big request's own time; 1.5x
+    # leaves room for a busy machine, where one run measured 1.05x)
+    assert during < max(1.5 * alone, 10 * baseline)
 
 
 def test_connections_over_the_limit_are_refused_in_json_and_the_open_ones_served(classifier):

@@ -49,11 +49,9 @@ from bertkit.serve.inputs import (
     prompted,
 )
 from bertkit.serve.metrics import Metrics
+from bertkit.serve.schemas import IGNORED_HEADER, TRUNCATED_HEADER, WINDOWS_HEADER
 from bertkit.tasks.base import Plan
 
-TRUNCATED_HEADER = "X-Bertkit-Truncated"
-WINDOWS_HEADER = "X-Bertkit-Windows"
-IGNORED_HEADER = "X-Bertkit-Ignored"  # request fields and parameters given but not applied
 TEI_SCORING = ("top_k", "function_to_apply")  # the HF parameters a text scorer's answer takes
 VERSION = "1"
 OFF_LOOP_CHARS = 20_000  # requests with more characters are tokenised in a worker thread

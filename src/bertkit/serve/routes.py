@@ -20,12 +20,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.errors import InputError
 from bertkit.serve import schemas as s
-from bertkit.serve.app import IGNORED_HEADER
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
 from bertkit.serve.gate import route_methods
 from bertkit.serve.inputs import prompted
 from bertkit.serve.metrics import CONTENT_TYPE
+from bertkit.serve.schemas import IGNORED_HEADER
 
 ERRORS = {status: {"model": s.ErrorResponse} for status in (400, 413, 422, 424, 429)}
 TEI, EXTRA = ["text-embeddings-inference"], ["bertkit extras"]

@@ -14,6 +14,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 Direction = Literal["left", "right", "Left", "Right"]
 
+# bertkit's answer headers (the routes set them, the schemas' descriptions name them)
+TRUNCATED_HEADER = "X-Bertkit-Truncated"
+WINDOWS_HEADER = "X-Bertkit-Windows"
+IGNORED_HEADER = "X-Bertkit-Ignored"  # request fields and parameters given but not applied
+
 
 def _whole(value: Any) -> Any:
     """A float with no fraction as the integer it equals (JSON does not tell 2.0 from 2)."""
