@@ -6,9 +6,9 @@ casts). The products themselves stay oneDNN's (``aten::addmm``, AMX on the Intel
 they are about 70% of a BERT-Base bf16 forward pass there (``bench/profile_routes.py``), so
 the gain is bounded: on the 2-core Intel Xeon with AMX, one thread, other jobs running, the
 compiled bf16 route ran at a median 1.03x / 1.08x / 1.00x / 1.01x the eager bf16 route at
-1 x 128, 8 x 128, 32 x 128 and 32 x 24 (6 interleaved rounds each; single quieter runs gave
-1.2-1.45x), and compiling BERT-Base took 45-85 s, once per process (frozen graphs bypass
-inductor's on-disk cache). That is not a clear win, so ``auto`` compiles nowhere yet
+1 x 128, 8 x 128, 32 x 128 and 32 x 24 (6 interleaved rounds each), and 1.04x / 1.05x /
+0.97x / 1.04x on the quiet machine; compiling BERT-Base took 22-85 s, once per process (frozen
+graphs bypass inductor's on-disk cache). That is not a clear win, so ``auto`` compiles nowhere yet
 (:data:`MEASURED_FASTER` is empty); ``on`` is there for long batch jobs and for measuring
 (docs/serving-results.md, "The compiled route").
 
