@@ -189,12 +189,7 @@ def test_ner_and_qa_answers_are_highlighted_and_pairs_mapped_whole(tmp_path, bro
     answer = load(qa).predict({"question": question, "context": context})
     with running(create_app(ServeConfig(model=str(qa)))) as url:
         wait = open_page(browser, url)
-        fill(browser, "question", question)
-        fill(browser, "context", context)
-        browser.find_element(By.ID, "predict").click()
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#result .label"))
-        if answer["answer"]:
-            assert browser.find_element(By.CSS_SELECTOR, "#result mark.answer-span").text == answer["answer"]
+        ask(browser, wait, question, context, answer)
         browser.find_element(By.ID, "show").click()
         wait.until(lambda d: d.execute_script("return document.getElementById('heat').width") > 100)
         shot(browser, tmp_path, "qa")
@@ -310,23 +305,29 @@ def test_a_long_text_answers_and_maps_with_the_limit_stated(tmp_path, browser, l
         shot(browser, tmp_path, f"long-text-{long_text.get('long_text', 'truncate')}")
 
 
+def ask(browser, wait, question: str, context: str, answer: dict) -> None:
+    """Ask the page a question about ``context``; its answer must be ``answer`` (the engine's)."""
+    from selenium.webdriver.common.by import By
+
+    fill(browser, "question", question)
+    fill(browser, "context", context)
+    browser.find_element(By.ID, "predict").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#result .label") or errors(d))
+    assert not errors(browser), errors(browser)
+    if answer["answer"]:
+        assert browser.find_element(By.CSS_SELECTOR, "#result mark.answer-span").text == answer["answer"]
+
+
 def test_a_long_context_is_answered_and_its_map_truncated(tmp_path, browser):
     """Question answering reads a long context in windows (doc stride); its heat map
     (question + context) is truncated to the limit, and says so."""
-    from selenium.webdriver.common.by import By
 
     directory = make_task_model(tmp_path, "qa")
     question, context = "who went ?", LONG
     answer = load(directory).predict({"question": question, "context": context})
     with running(create_app(ServeConfig(model=str(directory)))) as url:
         wait = open_page(browser, url)
-        fill(browser, "question", question)
-        fill(browser, "context", context)
-        browser.find_element(By.ID, "predict").click()
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#result .label") or errors(d))
-        assert not errors(browser), errors(browser)
-        if answer["answer"]:
-            assert browser.find_element(By.CSS_SELECTOR, "#result mark.answer-span").text == answer["answer"]
+        ask(browser, wait, question, context, answer)
         note = heat_note_after_show(browser, wait)
         assert "truncated" in note, note
         shot(browser, tmp_path, "long-context-qa")
