@@ -2,7 +2,8 @@
 
 ``describe() -> dict``: CPU model, logical cores, whether the CPU has native bf16
 (``avx512_bf16`` / ``amx_bf16`` / Arm ``bf16``; elsewhere bf16 autocast is emulated) with
-bertkit's own reason, AVX-512 yes/no, torch version, the load average when asked. Native
+bertkit's own reason, AVX-512 yes/no, the GPU where torch sees one (a run on a lent GPU machine
+would otherwise be described by its host CPU alone), torch version, the load average when asked. Native
 bf16 is bertkit's decision (the one ``--precision auto`` uses), not re-derived here.
 ``markdown(info) -> str``: the same as a few markdown lines.
 """
@@ -35,8 +36,18 @@ def _cpuinfo() -> tuple[str, set[str]]:
     return model, cpu_flags(text)
 
 
+def _gpu() -> str | None:
+    """The first CUDA device's name and memory, or None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return f"{props.name}, {props.total_memory / 2**30:.0f} GiB"
+
+
 def describe() -> dict:
-    """The machine: cpu, cores, native bf16 (and why), avx512, torch version, load average."""
+    """The machine: cpu, cores, native bf16 (and why), avx512, gpu, torch version, load average."""
     import torch
 
     model, flags = _cpuinfo()
@@ -48,6 +59,7 @@ def describe() -> dict:
         "bf16_reason": bf16.reason,
         "avx512_bf16": "avx512_bf16" in flags,
         "avx512f": "avx512f" in flags,
+        "gpu": _gpu(),
         "torch": torch.__version__,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
@@ -63,6 +75,7 @@ def markdown(info: dict) -> str:
         f"{'yes' if info['avx512f'] else 'no'}, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}",
         f"- bf16: {'native' if info['native_bf16'] else 'emulated or absent'} "
         f"({info['bf16_reason']})",
+        *([f"- GPU: {info['gpu']}"] if info.get("gpu") else []),
         f"- torch {info['torch']}" + (f"; load average {when}: "
                                       f"{', '.join(f'{x:.2f}' for x in load)}" if load else ""),
     ])

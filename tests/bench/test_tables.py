@@ -99,3 +99,46 @@ def test_dapt_table_chooses_the_rate_on_dev_and_marks_partial_rows(bench_module,
     assert data["rows"]["domain"]["partial"] and "1 (partial: 1 of" in text
     assert not check["partial"]
     assert "| domain | 900 / — | yes | 40.0 (step 900) | fp32 |" in text
+
+
+def size_folder(root, size, lr, seed, mlm, average):
+    """A table5.sh BERT-row folder of the size curve: one stage with its config.yaml."""
+    pretrain_run(root / "pt-mlm_nsp", 681, 0.6, mlm, precision="bf16")
+    (root / "pt-mlm_nsp" / "config.yaml").write_text(
+        f"model_size: {size}\nlr: {lr}\nseed: {seed}\nbatch_size: 32\n", encoding="utf-8")
+    downstream(root / "pt-mlm_nsp" / "glue", average)
+    return root
+
+
+def test_sizes_table_groups_by_size_and_rate_and_counts_the_plateau(bench_module, tmp_path):
+    st = bench_module("sizes_table")
+    assert st.parameters("base") == 109_482_240  # transformers' BertModel(bert-base-uncased) count
+    folders = [size_folder(tmp_path / "a", "small", 3e-4, 1, 0.14, 0.50),
+               size_folder(tmp_path / "b", "small", 3e-4, 2, 0.05, 0.40),  # on the plateau
+               size_folder(tmp_path / "c", "tiny", 1e-3, 1, 0.10, 0.45)]
+    gs = st.groups([st.read_folder(f) for f in folders])
+    assert [(g["size"], g["seeds"]) for g in gs] == [("tiny", [1]), ("small", [1, 2])]
+    text = st.render(gs)
+    assert "| small | 28.8 M | 0.0003 | 1,2 | 681 | 1 of 2 | 9.5 ± 6.4 |" in text
+    assert "45.0 ± 7.1" in text  # the stsb mean of 50 and 40, and their sd
+    assert st.main([*map(str, folders), "--output", str(tmp_path / "curve.md"),
+                    "--plot", str(tmp_path / "curve.png")]) == 0
+    assert (tmp_path / "curve.png").stat().st_size > 0 and (tmp_path / "curve.json").is_file()
+
+
+def test_mfu_counts_six_flops_per_weight_and_the_steady_rate(bench_module, tmp_path):
+    mfu = bench_module("mfu")
+    f = mfu.flops_per_token("base", 128, 0.0)
+    assert f["encoder"] == 6 * 12 * (4 * 768**2 + 2 * 768 * 3072)  # 6 x the layers' weights
+    assert f["head"] == 0 and f["total"] == f["encoder"] + f["attention"]
+    run = tmp_path / "run"
+    jsonl(run / "log.jsonl", [{"step": 10, "tokens_per_s": 1.0}, {"step": 20, "tokens_per_s": 100.0},
+                              {"step": 30, "tokens_per_s": 300.0}, {"step": 40, "tokens_per_s": 200.0}])
+    assert mfu.steady_rate(run / "log.jsonl") == (200.0, 40)  # the start-up line left out
+
+
+def test_machine_names_the_gpu_when_there_is_one(bench_module):
+    machine = bench_module("machine")
+    info = dict(machine.describe(), gpu="NVIDIA H200, 140 GiB")
+    assert "- GPU: NVIDIA H200, 140 GiB" in machine.markdown(info)
+    assert "GPU" not in machine.markdown(dict(info, gpu=None))
