@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The model-size curve's GPU rows (issue 37) in one bounded run on a lent GPU machine:
 #   1. pre-training speed of base and large on the GPU (tokens/s; MFU is worked out from the
-#      log by bench/sizes_gpu_mfu.py),
+#      log by bench/mfu.py),
 #   2. every size of SIZES pre-trained with bench/recipes/sizes-equal-tokens.env for each seed
 #      of SEEDS, all at once on the one GPU, each then fine-tuned with the recipe's grid.
 # Results (logs, results.json, table5.md; no weights) are packed into $OUT/results.tgz every
