@@ -35,7 +35,7 @@ from bertkit.cpu import torch_threads
 from bertkit.errors import BertkitError, InputError
 from bertkit.modeldir.st_layout import read_st_pooling
 from bertkit.serve import schemas as s
-from bertkit.serve.batcher import ContinuousBatcher, Timings
+from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.errors import ApiError, from_input_error
 from bertkit.serve.inputs import (
@@ -48,7 +48,7 @@ from bertkit.serve.inputs import (
     predict_items,
     prompted,
 )
-from bertkit.serve.metrics import Metrics
+from bertkit.serve.metrics import INFERENCE, Metrics, method_of
 from bertkit.serve.schemas import IGNORED_HEADER, TRUNCATED_HEADER, WINDOWS_HEADER
 from bertkit.tasks.base import Plan
 
@@ -88,7 +88,7 @@ class Service:
         self.long_text = bert.long_text_choice(config.long_text)  # a bad --stride: refused here
         # as TEI: the default pooling is the model's sentence-transformers pooling, else cls
         self.pooling = (read_st_pooling(config.model) if config.model else None) or "cls"
-        self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0)
+        self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0, bert.max_length)
         self.tokenizing_off_loop = 0  # long requests being cut into windows in a worker thread
 
     def start(self) -> None:
@@ -151,22 +151,24 @@ class Service:
         return plans, time.perf_counter() - start
 
     async def run(self, route: str, plans: list[Plan], single: bool, started: float,
-                  tokenizing: float, chars: int) -> tuple[list, dict]:
-        """The plans' answers and the answer headers (TEI's timings, bertkit's truncation)."""
-        self.metrics.requests.labels(route, "single" if single else "batch").inc()
-        answers, timings = await self.batcher.run(plans)
+                  tokenizing: float, chars: int, kind: str | None = None) -> tuple[list, dict]:
+        """The plans' answers and the answer headers (TEI's timings, bertkit's truncation);
+        the request counted answered (``kind``: TEI's ``embed`` or ``predict`` metrics)."""
+        try:
+            answers, timings = await self.batcher.run(plans)
+        except Exception as e:  # a forward pass failed: TEI's err="inference"
+            if not isinstance(e, ApiError | InputError | QueueFull | NeverFits):
+                self.metrics.failure.inc(INFERENCE)
+            raise
         headers = self.headers(plans, started, tokenizing, timings, chars)
-        self.metrics.success.labels(route).inc()
+        each = tokenizing / max(len(plans), 1)  # TEI's tokenisation time is per input
+        self.metrics.answered("single" if single else "batch", kind, time.perf_counter() - started, each,
+                              timings.queue, timings.inference,
+                              [(each + seconds, each, q, r, n) for seconds, q, r, n in timings.plans])
         return answers, headers
 
     def headers(self, plans: list[Plan], started: float, tokenizing: float, t: Timings, chars: int) -> dict:
         total = time.perf_counter() - started
-        m = self.metrics
-        m.duration.observe(total)
-        m.tokenization.observe(tokenizing)
-        m.queue.observe(t.queue)
-        m.inference.observe(t.inference)
-        m.input_length.observe(t.tokens)
         headers = {"x-compute-type": str(self.bert.device.type), "x-compute-time": _ms(total),
                    "x-compute-characters": str(chars), "x-compute-tokens": str(t.tokens),
                    "x-total-time": _ms(total), "x-tokenization-time": _ms(tokenizing / max(len(plans), 1)),
@@ -193,6 +195,7 @@ class Service:
     # ------------------------------------------------------------------ /predict, /rerank
     async def predict(self, body: s.PredictRequest) -> tuple[Any, dict]:
         started = time.perf_counter()
+        self.metrics.request(method_of(body.inputs, pairs=True))  # as TEI: before validating it
         bert, family = self.bert, self.bert.family()
         if family is None:
             masks = getattr(bert.model, "mlm_head", None) is not None
@@ -227,8 +230,9 @@ class Service:
             ignored.update(f"parameters.{k}" for k in given if k not in takes)
             return plan
 
+        self.metrics.inputs("predict", len(items))
         plans, tokenizing = await self.plans(make, items, single)
-        answers, headers = await self.run("predict", plans, single, started, tokenizing, _chars(items))
+        answers, headers = await self.run("predict", plans, single, started, tokenizing, _chars(items), "predict")
         if ignored:
             headers[IGNORED_HEADER] = ",".join(sorted(ignored))
         return (answers[0] if single else answers), headers
@@ -240,6 +244,7 @@ class Service:
         if self.model_kind != "reranker":
             raise ApiError("model is not a re-ranker model (/rerank needs a sentence-pair "
                            "classifier with one output)", "Backend")
+        self.metrics.request("batch")  # TEI counts /rerank after these two checks
         check_batch_size(len(body.texts), self.config.max_items)
         check_text(body.query, "query: ")
         overflow, left, bert = self.overflow(body.truncate), body.truncation_direction.lower() == "left", self.bert
@@ -252,9 +257,10 @@ class Service:
             plan.finish = lambda outputs: tei_scores(outputs[0], ["score"], body.raw_scores)[0]["score"]
             return plan
 
+        self.metrics.inputs("predict", len(body.texts))
         plans, tokenizing = await self.plans(make, list(body.texts), False, shared_chars=len(body.query))
         scores, headers = await self.run("rerank", plans, False, started, tokenizing,
-                                         _chars(body.texts) + len(body.query) * len(body.texts))
+                                         _chars(body.texts) + len(body.query) * len(body.texts), "predict")
         ranks = [{"index": i, **({"text": body.texts[i]} if body.return_text else {}), "score": float(x)}
                  for i, x in enumerate(scores)]
         ranks.sort(key=lambda r: -r["score"])
@@ -298,20 +304,22 @@ class Service:
 
     async def embeddings(self, route: str, inputs: Any, *, field: str, truncate: bool | None, left: bool,
                          normalize: bool, dimensions: int | None, pooling: str | None = None,
-                         layers: list[int] | None = None) -> tuple[list, dict]:
+                         layers: list[int] | None = None, prompt_name: str | None = None) -> tuple[list, dict]:
         started = time.perf_counter()
+        self.metrics.request(method_of(inputs))  # as TEI: before validating the request
         self.check_embeds()
         if dimensions is not None and dimensions < 1:
             raise ApiError("`dimensions` should be positive")
-        items, single = embed_items(inputs, self.config.max_items, field)
+        items, single = embed_items(prompted(self.bert, inputs, prompt_name), self.config.max_items, field)
         layers = tuple(layers) if layers is not None else (-1,)
         pooling = pooling or self.pooling
 
         def make(item, where):
             return self.embed_plan(item, where, layers, pooling, truncate, left, dimensions, normalize)
 
+        self.metrics.inputs("embed", len(items))
         plans, tokenizing = await self.plans(make, items, single)
-        return await self.run(route, plans, single, started, tokenizing, _chars(items))
+        return await self.run(route, plans, single, started, tokenizing, _chars(items), "embed")
 
     def token_row(self, item, where: str, truncate: bool | None, left: bool):
         """One input (a text or token ids) as a model row, cut from the ``left`` or the right
@@ -331,11 +339,13 @@ class Service:
 
     async def embed_all(self, body: s.EmbedAllRequest) -> tuple[list, dict]:
         """TEI's ``/embed_all``: per input, every token's last hidden state."""
+        self.metrics.request(method_of(body.inputs))
         self.check_embeds()
         return await self.row_route("embed_all", body, self.bert.states_plan)
 
     async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
         """TEI's ``/embed_sparse``: per input, the non-zero terms of its SPLADE vector."""
+        self.metrics.request(method_of(body.inputs))
         return await self.row_route("embed_sparse", body, self.bert.sparse_plan)
 
     async def row_route(self, route: str, body, plan_of) -> tuple[list, dict]:
@@ -348,8 +358,9 @@ class Service:
         def make(item, where):
             return plan_of(self.token_row(item, where, body.truncate, left))
 
+        self.metrics.inputs("embed", len(items))
         plans, tokenizing = await self.plans(make, items, single)
-        return await self.run(route, plans, single, started, tokenizing, _chars(items))
+        return await self.run(route, plans, single, started, tokenizing, _chars(items), "embed")
 
     async def similarity(self, body: s.SimilarityRequest) -> tuple[list, dict]:
         if not body.inputs.sentences:
@@ -357,9 +368,9 @@ class Service:
         p = body.parameters or s.SimilarityParameters()
         check_batch_size(len(body.inputs.sentences) + 1, self.config.max_items)
         vectors, headers = await self.embeddings(
-            "similarity", prompted(self.bert, [body.inputs.source_sentence, *body.inputs.sentences],
-                                   p.prompt_name), field="inputs",
-            truncate=p.truncate, left=p.truncation_direction.lower() == "left", normalize=True, dimensions=None)
+            "similarity", [body.inputs.source_sentence, *body.inputs.sentences], field="inputs",
+            truncate=p.truncate, left=p.truncation_direction.lower() == "left", normalize=True, dimensions=None,
+            prompt_name=p.prompt_name)
         source = np.asarray(vectors[0])
         return [float(np.dot(source, np.asarray(v))) for v in vectors[1:]], headers
 
@@ -410,6 +421,7 @@ class Service:
     async def fill_mask(self, body: s.FillMaskRequest) -> tuple[Any, dict]:
         started = time.perf_counter()
         single = not isinstance(body.inputs, list)
+        self.metrics.request("single" if single else "batch")
         items = [body.inputs] if single else body.inputs
         if not items:
             raise ApiError("`inputs` cannot be empty", "Empty")

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bertkit.inference.heads import token_batches
@@ -62,6 +62,8 @@ class Timings:
     queue: float = 0.0
     inference: float = 0.0
     tokens: int = 0
+    # per plan: (seconds from submitting to its answer, queue, inference (means over its rows), tokens)
+    plans: list[tuple[float, float, float, int]] = field(default_factory=list)
 
 
 def _deliver(row: _Row, value: Any = None, error: BaseException | None = None) -> None:
@@ -78,7 +80,7 @@ def _deliver(row: _Row, value: Any = None, error: BaseException | None = None) -
 class ContinuousBatcher:
     """Batches rows for ``run_rows(key, encodings) -> outputs`` on one worker thread.
 
-    ``on_batch(rows, padded_tokens, seconds)`` (optional) is called after each forward pass
+    ``on_batch(rows, tokens, seconds)`` (optional; ``tokens`` not padded) is called after each forward pass
     (metrics); ``batches_run`` / ``rows_run`` count them, ``last_ok`` is the monotonic time of
     the last batch that succeeded.
     """
@@ -132,18 +134,21 @@ class ContinuousBatcher:
 
     async def run(self, plans: Sequence[Plan]) -> tuple[list[Any], Timings]:
         """The answers of ``plans`` (in order), computed in shared batches, and their timings."""
+        start = time.perf_counter()
         futures = self.submit(plans)
-        answers, queue, inference, rows, tokens = [], 0.0, 0.0, 0, 0
+        answers, queue, inference, rows, tokens, each = [], 0.0, 0.0, 0, 0, []
         for plan, fs in zip(plans, futures):
-            outputs = []
+            outputs, q, r, n = [], 0.0, 0.0, 0
             for f, encoding in zip(fs, plan.rows):
                 output, waited, ran = await f
                 outputs.append(output)
-                queue, inference, rows = queue + waited, inference + ran, rows + 1
-                tokens += len(encoding.input_ids)
+                q, r, n = q + waited, r + ran, n + len(encoding.input_ids)
             answers.append(plan.finish(outputs))
+            k = max(len(fs), 1)
+            each.append((time.perf_counter() - start, q / k, r / k, n))
+            queue, inference, rows, tokens = queue + q, inference + r, rows + len(fs), tokens + n
         rows = max(rows, 1)
-        return answers, Timings(queue / rows, inference / rows, tokens)
+        return answers, Timings(queue / rows, inference / rows, tokens, each)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish the queued rows, then stop the worker (new rows are refused meanwhile)."""
@@ -190,6 +195,6 @@ class ContinuousBatcher:
             self.rows_run += len(batch)
             self.last_ok = time.monotonic()
             if self.on_batch is not None:
-                self.on_batch(len(batch), len(batch) * max(r.length for r in batch), seconds)
+                self.on_batch(len(batch), sum(r.length for r in batch), seconds)
             for r, out in zip(batch, outputs):
                 _deliver(r, (out, start - r.arrived, seconds))

@@ -29,13 +29,23 @@ def check_batch_size(n: int, max_items: int) -> None:
     ``--max-client-batch-size`` (bertkit: ``--max-items``): the OpenAPI description's
     ``maxItems``, refused as every request it forbids."""
     if n > max_items:
-        raise ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items)")
+        error = ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items)")
+        error.tei_err = "batch_size"  # TEI's te_request_failure{err}
+        raise error
 
 
 def _sequence(value: Any, where: str) -> str | list[str]:
     if not isinstance(value, list) or not 1 <= len(value) <= 2 or not all(isinstance(x, str) for x in value):
-        raise ApiError(f"{where}: expected [string] or [string, string], got {_shape(value)}")
+        raise _malformed(f"{where}: expected [string] or [string, string], got {_shape(value)}")
     return value[0] if len(value) == 1 else list(value)
+
+
+def _malformed(message: str) -> ApiError:
+    """A 422 for ``inputs`` of a shape TEI's JSON types refuse: its router answers those
+    before its handler, so no metric counts them (``tei_err``: none)."""
+    error = ApiError(message)
+    error.tei_err = None
+    return error
 
 
 def _shape(value: Any) -> str:
@@ -56,10 +66,10 @@ def predict_items(inputs: Any, structured: bool, max_items: int) -> tuple[list, 
         return [inputs], True
     if not isinstance(inputs, list) or not inputs:
         what = "an empty list" if isinstance(inputs, list) else _shape(inputs)
-        raise ApiError(f"inputs: expected {PREDICT_GRAMMAR}, got {what}")
+        raise _malformed(f"inputs: expected {PREDICT_GRAMMAR}, got {what}")
     if isinstance(inputs[0], str):
         if len(inputs) > 2 or not all(isinstance(x, str) for x in inputs):
-            raise ApiError(f"inputs: expected {PREDICT_GRAMMAR}, got a list of {len(inputs)} "
+            raise _malformed(f"inputs: expected {PREDICT_GRAMMAR}, got a list of {len(inputs)} "
                            f"(a batch is a list of lists: [[\"A\"], [\"B\"]])")
         return [inputs[0] if len(inputs) == 1 else list(inputs)], True
     check_batch_size(len(inputs), max_items)
@@ -93,9 +103,9 @@ def _embed_items(inputs: Any, max_items: int, field: str) -> tuple[list, bool]:
         check_batch_size(len(inputs), max_items)
         for i, x in enumerate(inputs):
             if not (isinstance(x, str) or _is_ids(x)):
-                raise ApiError(f"{field}[{i}]: expected a string or a list of token ids, got {_shape(x)}")
+                raise _malformed(f"{field}[{i}]: expected a string or a list of token ids, got {_shape(x)}")
         return inputs, False
-    raise ApiError(f"{field}: expected a string, token ids, or a list of those, got {_shape(inputs)}")
+    raise _malformed(f"{field}: expected a string, token ids, or a list of those, got {_shape(inputs)}")
 
 
 def check_text(text: str, where: str) -> None:
@@ -172,7 +182,9 @@ def prompted(bert, inputs: Any, prompt_name: str | None) -> Any:
     try:
         prompt = bert.prompt_text(prompt_name)
     except BertkitError as e:
-        raise ApiError(str(e)) from None
+        error = ApiError(str(e))
+        error.tei_err = "tokenization"  # TEI finds the prompt when it tokenises
+        raise error from None
     if not prompt:
         return inputs
     if isinstance(inputs, str):

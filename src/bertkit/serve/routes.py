@@ -23,7 +23,6 @@ from bertkit.serve import schemas as s
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
 from bertkit.serve.gate import route_methods
-from bertkit.serve.inputs import prompted
 from bertkit.serve.metrics import CONTENT_TYPE
 from bertkit.serve.schemas import IGNORED_HEADER
 
@@ -113,9 +112,9 @@ async def rerank(body: s.RerankRequest, service: ServiceDep):
              summary="one vector per input (normalised by default)")
 async def embed(body: s.EmbedRequest, service: ServiceDep):
     return await reply(*await service.embeddings(
-        "embed", prompted(service.bert, body.inputs, body.prompt_name), field="inputs", truncate=body.truncate,
+        "embed", body.inputs, field="inputs", truncate=body.truncate,
         left=body.truncation_direction.lower() == "left", normalize=body.normalize,
-        dimensions=body.dimensions, pooling=body.pooling, layers=body.layers), body)
+        dimensions=body.dimensions, pooling=body.pooling, layers=body.layers, prompt_name=body.prompt_name), body)
 
 
 @router.post("/embed_all", tags=TEI, responses=ERRORS, response_model=list[list[list[float]]],
@@ -138,7 +137,7 @@ async def similarity(body: s.SimilarityRequest, service: ServiceDep):
 
 async def openai(body: s.OpenAIRequest, service: ServiceDep):
     """OpenAI's embeddings (``/v1/embeddings``, ``/embeddings``): always normalised."""
-    vectors, headers = await service.embeddings("openai", prompted(service.bert, body.input, None),
+    vectors, headers = await service.embeddings("openai", body.input,
                                                 field="input", truncate=None,
                                                 left=False, normalize=True, dimensions=body.dimensions)
     if body.encoding_format == "base64":
@@ -203,7 +202,7 @@ async def own_route(request: Request, service: ServiceDep):
             return await similarity(s.SimilarityRequest.model_validate(data), service)
         return await embed(s.EmbedRequest.model_validate(data), service)
     except ValidationError as e:
-        raise validation_error(e) from None
+        raise _uncounted(validation_error(e)) from None
 
 
 for _path in ("/", "/invocations"):
@@ -232,8 +231,10 @@ async def page(request: Request, service: ServiceDep):
 
 
 # ------------------------------------------------------------------ error answers
-def fail(request: Request, error: ApiError) -> JSONResponse:
-    request.app.state.service.metrics.failure.labels(error.error_type).inc()
+def fail(request: Request, error: ApiError, counted: bool = True) -> JSONResponse:
+    """The error answer, counted (TEI's ``te_request_failure`` only when ``counted`` and TEI
+    counts its kind: :func:`~bertkit.serve.metrics.tei_err`)."""
+    request.app.state.service.metrics.failed(error, counted)
     return JSONResponse(error.body(request.url.path), status_code=error.status, headers=error.headers)
 
 
@@ -242,7 +243,7 @@ async def on_api_error(request: Request, exc: ApiError):
 
 
 async def on_validation(request: Request, exc: RequestValidationError):
-    return fail(request, validation_error(exc))
+    return fail(request, validation_error(exc), counted=False)  # TEI: its JSON extractor's answer
 
 
 async def on_input(request: Request, exc: InputError):
@@ -254,7 +255,9 @@ async def on_full(request: Request, exc: QueueFull):
 
 
 async def on_never(request: Request, exc: NeverFits):
-    return fail(request, ApiError(str(exc), "Validation", 413))
+    error = ApiError(str(exc), "Validation", 413)
+    error.tei_err = "overloaded"  # TEI: more inputs than its concurrent-request permits
+    return fail(request, error)
 
 
 async def on_http(request: Request, exc: StarletteHTTPException):
@@ -267,7 +270,7 @@ async def on_http(request: Request, exc: StarletteHTTPException):
     if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
         methods = route_methods(request.app).get(request.url.path, set())
         headers = {**(headers or {}), "Allow": ", ".join(sorted(methods))}
-    return fail(request, ApiError(message, kind, exc.status_code, headers))
+    return fail(request, ApiError(message, kind, exc.status_code, headers), counted=False)
 
 
 HANDLERS = {ApiError: on_api_error, RequestValidationError: on_validation, InputError: on_input,
@@ -311,8 +314,14 @@ async def _json(request: Request) -> Any:
     try:
         return json.loads(await request.body())
     except ValueError as e:
-        raise ApiError(f"malformed JSON: {e}", "Validation", 400) from None
+        raise _uncounted(ApiError(f"malformed JSON: {e}", "Validation", 400)) from None
     except RecursionError:
-        raise ApiError("malformed JSON: nested too deeply", "Validation", 400) from None
+        raise _uncounted(ApiError("malformed JSON: nested too deeply", "Validation", 400)) from None
+
+
+def _uncounted(error: ApiError) -> ApiError:
+    """A body that could not be read: TEI's JSON extractor answers it before any metric."""
+    error.tei_err = None
+    return error
 
 
