@@ -52,6 +52,14 @@ EPOCHS=${EPOCHS:-3}
 STAGES=${STAGES:-task data pretrain finetune glue table}
 ROWS=${ROWS:-checkpoint domain scratch}
 [ "${SCRATCH:-1}" != 0 ] || ROWS=${ROWS//scratch/}
+for s in $STAGES; do  # a misspelt stage or row would run nothing and exit 0
+  case $s in task|data|pretrain|finetune|glue|table) ;;
+    *) echo "dapt.sh: STAGES: unknown stage '$s' (task data pretrain finetune glue table)" >&2; exit 2 ;; esac
+done
+for r in $ROWS; do
+  case $r in checkpoint|domain|scratch) ;;
+    *) echo "dapt.sh: ROWS: unknown row '$r' (checkpoint domain scratch)" >&2; exit 2 ;; esac
+done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if [ -n "${STEPS:-}" ]; then LENGTH=(--steps "$STEPS"); else LENGTH=(--budget "$BUDGET"); fi

@@ -39,3 +39,15 @@ def test_a_missing_recipe_is_refused(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--recipe: no file" in done.stderr
     assert not pytest.importorskip("pathlib").Path(tmp_path / "no.env").exists()
+
+
+@pytest.mark.parametrize("setting, named", [({"STAGES": "tabel"}, "STAGES: unknown stage 'tabel'"),
+                                            ({"ROWS": "domian", "STAGES": "finetune"}, "ROWS: unknown row 'domian'")])
+def test_dapt_refuses_a_misspelt_stage_or_row(tmp_path, setting, named):
+    """2026-11-25 faults #383-384: STAGES=tabel ran nothing and exited 0; ROWS=domian said so
+    and still exited 0. Nothing is written (BERTKIT and PYTHON would fail if called)."""
+    env = {**os.environ, "BERTKIT": "false", "PYTHON": "false", **setting}
+    done = subprocess.run(["bash", "bench/dapt.sh", str(tmp_path / "out")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and named in done.stderr
+    assert not (tmp_path / "out").exists()
