@@ -42,3 +42,20 @@ def test_the_collective_timeout_is_pytorchs_unless_bounded_by_the_environment(mo
         monkeypatch.setenv(DIST_TIMEOUT_ENV, bad)
         with pytest.raises(BertkitError, match=DIST_TIMEOUT_ENV):
             dist_timeout()
+
+
+def test_an_endless_or_instant_collective_timeout_is_refused_by_name(monkeypatch):
+    """2026-11-25 faults #367, #368, #370: 'inf' and '1e999' were an internal OverflowError,
+    '0.001' gloo's 'client socket has timed out after 1ms', neither naming the variable."""
+    from datetime import timedelta
+
+    from bertkit.training.distributed import DIST_TIMEOUT_ENV, dist_timeout
+
+    for bad, why in (("inf", "at most"), ("1e999", "at most"), ("1e13", "at most"), ("0.001", "at least 1 s")):
+        monkeypatch.setenv(DIST_TIMEOUT_ENV, bad)
+        with pytest.raises(BertkitError, match=f"{DIST_TIMEOUT_ENV}='{bad}': {why}"):
+            dist_timeout()
+    monkeypatch.setenv(DIST_TIMEOUT_ENV, "1e12")  # the report's largest working value
+    assert dist_timeout() == timedelta(seconds=1e12)
+    monkeypatch.setenv(DIST_TIMEOUT_ENV, " 30 ")
+    assert dist_timeout() == timedelta(seconds=30)

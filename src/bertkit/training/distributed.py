@@ -65,6 +65,8 @@ def pick_device(device: str | torch.device = "auto", local_rank: int = 0) -> tor
 # ("Connection reset by peer"), but a CI run once saw a survivor wait more than 120 s; set
 # this to bound that wait (the multi-node test sets 120).
 DIST_TIMEOUT_ENV = "BERTKIT_DIST_TIMEOUT_S"
+MIN_DIST_TIMEOUT_S = 1.0
+MAX_DIST_TIMEOUT_S = 1e12  # ~31,700 years; timedelta (and gloo's milliseconds) overflow not far above
 
 
 def dist_timeout() -> timedelta | None:
@@ -79,6 +81,12 @@ def dist_timeout() -> timedelta | None:
         seconds = -1.0
     if not seconds > 0:
         raise BertkitError(f"{DIST_TIMEOUT_ENV}={raw!r}: give a number of seconds > 0")
+    if not seconds <= MAX_DIST_TIMEOUT_S:  # inf, 1e999: timedelta overflows
+        raise BertkitError(f"{DIST_TIMEOUT_ENV}={raw!r}: at most {MAX_DIST_TIMEOUT_S:.0e} seconds; unset it "
+                           "for PyTorch's default")
+    if seconds < MIN_DIST_TIMEOUT_S:  # the ranks' own rendezvous fails first, naming no variable
+        raise BertkitError(f"{DIST_TIMEOUT_ENV}={raw!r}: at least {MIN_DIST_TIMEOUT_S:g} s: the ranks take "
+                           "longer than that to connect, and every collective would time out")
     return timedelta(seconds=seconds)
 
 
