@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bertkit.cli.main import main
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.inference import load
 from bertkit.tasks import get_task
 from bertkit.tasks.base import check_head
@@ -80,3 +80,16 @@ def test_generic_label_names_option(capsys):
     with pytest.raises(SystemExit):
         main(["finetune", "text-classification", "--help"])
     assert "--label-names A,B,..." in capsys.readouterr().out
+
+
+def test_label_names_that_rename_the_data_labels_crosswise_are_refused():
+    """2026-11-25 faults #360: --label-names pos,neg on labels neg, pos saved id2label
+    {0: pos, 1: neg}, so every answer was the opposite class, with no word."""
+    with pytest.raises(BertkitError, match=r"names label 0 \('neg' in the data\) 'pos'.*pass --labels"):
+        get_task("text-classification", labels="neg,pos", label_names="pos,neg").label_names  # noqa: B018
+    with pytest.raises(BertkitError, match="names label 1"):
+        get_task("text-classification", labels="neg,pos", label_names="bad,neg").label_names  # noqa: B018
+    fine = get_task("text-classification", labels="neg,pos", label_names="neg,positive")
+    assert fine.label_names == ["neg", "positive"]
+    assert get_task("text-classification", labels="0,1", label_names="negative,positive").label_names == [
+        "negative", "positive"]

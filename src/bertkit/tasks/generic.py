@@ -116,6 +116,13 @@ class GenericTextTask(TextTask):
         if len(self._names) != len(self.labels):
             raise BertkitError(f"{self.name}: {len(self._names)} label_names ({', '.join(self._names)}) "
                                f"for {len(self.labels)} labels ({', '.join(self.labels)})")
+        crossed = [(i, n) for i, n in enumerate(self._names) if n in self.labels and self.labels.index(n) != i]
+        if crossed:  # a name that is another label's own string: every answer would be renamed crosswise
+            i, n = crossed[0]
+            raise BertkitError(
+                f"{self.name}: --label-names {','.join(self._names)} names label {i} ({self.labels[i]!r} in the data) "
+                f"{n!r}, the data's name of label {self.labels.index(n)}: the names go in the labels' order "
+                f"({', '.join(self.labels)}); to choose that order, pass --labels")
         return self._names
 
     def for_data(self, data_dir: str | Path) -> GenericTextTask:
