@@ -118,3 +118,13 @@ def test_undecodable_bytes_name_the_line(tmp_path):
     path = _write(tmp_path, "train.tsv", b"sentence\tlabel\ngood\t1\nbad \xff\t0\n")
     with pytest.raises(DataFormatError, match=r"train.tsv:3: not valid UTF-8"):
         read_glue("sst2", path)
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-inf", "1e999", "1e30"])
+def test_a_non_finite_or_overflowing_regression_score_names_its_line(tmp_path, score):
+    """2026-11-25 faults #386-390: these scores trained with a NaN or infinite loss, exit 0."""
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    path = _write(tmp_path, "train.tsv", header + "0\tg\tf\ty\t0\tn\tn\tA\tB\t3.2\n"
+                  f"1\tg\tf\ty\t1\tn\tn\tA\tB\t{score}\n")
+    with pytest.raises(DataFormatError, match=rf"train.tsv:3: label '{score}' is not a finite number"):
+        read_glue("stsb", path)

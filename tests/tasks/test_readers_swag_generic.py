@@ -97,3 +97,13 @@ def test_an_empty_label_is_an_error_not_a_class(tmp_path):
     path.write_text("text\tlabel\na good day\tpos\na bad day\t\nfine\tneg\n")
     with pytest.raises(DataFormatError, match=r"train.tsv:3: empty label"):
         read_text_classification(path)
+
+
+def test_a_jsonl_line_holding_a_lone_surrogate_is_named(tmp_path):
+    """2026-11-25 faults #331: predict said only "'utf-8' codec can't encode character '\\ud800'",
+    with no file or line."""
+    path = _write(tmp_path, "p.jsonl", '{"text": "fine"}\n{"text": "bad \\ud800 film"}\n')
+    with pytest.raises(DataFormatError, match=r"p.jsonl:2: a string holds a lone surrogate \(\\ud800\)"):
+        read_text_classification(path, label_column=None)
+    ok = _write(tmp_path, "q.jsonl", '{"text": "caf\\u00e9 \\ud83d\\ude00"}\n')  # a pair is fine
+    assert [e.text_a for e in read_text_classification(ok, label_column=None)] == ["café 😀"]

@@ -89,7 +89,26 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             raise DataFormatError(path, f"unreadable JSON: {_json_limit(e)}", number) from None
         if not isinstance(record, dict):
             raise DataFormatError(path, "expected a JSON object on this line", number)
+        if "\\u" in text:  # only an escape can hold a lone surrogate: no tokenizer reads one
+            _check_unicode(record, path, number)
         yield number, record
+
+
+def _check_unicode(value, path, line: int) -> None:
+    """A :class:`DataFormatError` naming the line for a string holding a lone UTF-16
+    surrogate (``"\\ud800"``), which is not Unicode text and cannot be written as UTF-8."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_unicode(item, path, line)
+    elif isinstance(value, list):
+        for item in value:
+            _check_unicode(item, path, line)
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DataFormatError(path, f"a string holds a lone surrogate (\\u{ord(value[e.start]):04x}): "
+                                        "it is not Unicode text", line) from None
 
 
 def read_json(path: str | Path):
@@ -145,13 +164,22 @@ def iter_records(path: str | Path, file_format: str | None = None) -> Iterator[t
     return _table_records(path, rows)
 
 
+# The largest regression target: its squared error must stay finite in float32 (3.4e38), with
+# room to sum a batch; real targets (STS-B's 0-5, ratings, prices) are far below.
+REGRESSION_LIMIT = 1e15
+
+
 def parse_label(path, line: int, value, labels: Sequence[str] | None, regression: bool):
     """Validate one label: a float for regression, else a string among ``labels`` (if given)."""
     if regression:
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError):
             raise DataFormatError(path, f"label {value!r} is not a number", line) from None
+        if not abs(number) <= REGRESSION_LIMIT:  # nan, inf, 1e999, 1e30: a NaN or infinite loss
+            raise DataFormatError(path, f"label {value!r} is not a finite number within "
+                                        f"±{REGRESSION_LIMIT:g} (its squared error would not be)", line)
+        return number
     label = value if isinstance(value, str) else json.dumps(value)
     label = label.strip()
     if value is None or not label:
