@@ -16,11 +16,21 @@ DEFAULT_MAX_SEQ_LENGTH = 128  # a task family's token limit unless it has its ow
 
 
 def read_model_config(model_dir: str | Path) -> dict:
+    """``config.json`` of a model directory; a missing, unreadable or non-object file is a
+    :class:`CheckpointError` naming it."""
     path = Path(model_dir) / "config.json"
+    if path.is_symlink() and not path.exists():
+        raise CheckpointError(f"{path}: a symbolic link that leads nowhere (a loop, or a missing target)")
     if not path.is_file():
         raise CheckpointError(f"{model_dir}: not a model directory (no config.json)")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise CheckpointError(f"{path}: not a readable JSON config ({e})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: not a readable JSON config (a JSON {type(config).__name__}, not an object)")
+    return config
 
 
 def finetune_entry(source: Any) -> dict:

@@ -58,10 +58,13 @@ def trained_head(model_dir: str | Path, task) -> bool | None:
 def _tensor_names(directory: Path) -> set[str] | None:
     """The tensor names of ``model.safetensors`` (header only) or ``pytorch_model.bin``."""
     if (directory / "model.safetensors").is_file():
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(str(directory / "model.safetensors"), framework="pt") as f:
-            return set(f.keys())
+        try:
+            with safe_open(str(directory / "model.safetensors"), framework="pt") as f:
+                return set(f.keys())
+        except SafetensorError as e:  # a cut or foreign file: named, as the weights' loader does
+            raise CheckpointError(f"{directory / 'model.safetensors'}: unreadable ({e})") from None
     if (directory / "pytorch_model.bin").is_file():
         from bertkit.checkpoint import normalize_hf_names, read_weights
 

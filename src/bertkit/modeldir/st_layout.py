@@ -112,8 +112,14 @@ def read_st_pooling(directory: str | Path) -> str | None:
         return trained_pooling(directory)
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
+    except (ValueError, RecursionError) as e:
         raise BertkitError(f"{path}: not JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise BertkitError(f"{path}: not a pooling config (a JSON {type(config).__name__}, not an object)")
+    modes = [k.removeprefix("pooling_mode_") for k, v in config.items() if k.startswith("pooling_mode_") and v is True]
+    if len(modes) > 1:  # sentence-transformers concatenates them: a vector bertkit serve cannot give
+        raise BertkitError(f"{path}: sets several poolings ({', '.join(modes)}), whose vectors sentence-transformers "
+                           f"concatenates; bertkit serve pools one way: keep one of {', '.join(POOLINGS)}")
     if config.get("pooling_mode") in POOLINGS:
         return config["pooling_mode"]
     if config.get("pooling_mode_cls_token"):

@@ -141,12 +141,15 @@ def _head_rows(model_dir: str | Path, tensor_names: Sequence[str]) -> int | None
     """Output rows of the first tensor of ``tensor_names`` in the checkpoint (None: absent)."""
     directory = Path(model_dir)
     if (directory / "model.safetensors").is_file():
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(str(directory / "model.safetensors"), framework="pt") as f:
-            for name in tensor_names:
-                if name in f.keys():
-                    return int(f.get_slice(name).get_shape()[0])
+        try:
+            with safe_open(str(directory / "model.safetensors"), framework="pt") as f:
+                for name in tensor_names:
+                    if name in f.keys():
+                        return int(f.get_slice(name).get_shape()[0])
+        except SafetensorError as e:  # a cut or foreign file: named, as the weights' loader does
+            raise CheckpointError(f"{directory / 'model.safetensors'}: unreadable ({e})") from None
         return None
     return None  # pytorch_model.bin: load_pretrained's own shape check reports it
 

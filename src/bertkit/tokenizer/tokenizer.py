@@ -114,9 +114,16 @@ class BertTokenizer:
         extra = {}
         config_file = directory / "tokenizer_config.json"
         if config_file.exists():
-            extra = json.loads(config_file.read_text(encoding="utf-8"))
+            try:
+                extra = json.loads(config_file.read_text(encoding="utf-8"))
+            except (ValueError, RecursionError) as e:
+                raise DataFormatError(config_file, f"not a readable JSON file ({e})") from None
+            if not isinstance(extra, dict):
+                raise DataFormatError(config_file, "not a JSON object")
         if (directory / "vocab.txt").exists():
             vocab = Vocab.from_file(directory / "vocab.txt")
+            if (directory / "tokenizer.json").exists():
+                _check_same_vocab(vocab, directory)
         elif (directory / "tokenizer.json").exists():
             vocab = _read_tokenizer_json(directory / "tokenizer.json")
         else:
@@ -442,6 +449,22 @@ class _Segment(NamedTuple):
     def cut(self, n: int) -> _Segment:
         """The first ``n`` tokens."""
         return _Segment(self.ids[:n], *(None if x is None else x[:n] for x in (self.offsets, self.word_ids)))
+
+
+def _check_same_vocab(vocab: Vocab, directory: Path) -> None:
+    """``vocab.txt`` and ``tokenizer.json`` of one directory must map ids to the same tokens:
+    bertkit reads the first, TEI, ``tokenizers`` and sentence-transformers the second, so a
+    replaced or reordered file would give each another model without a word."""
+    other = _read_tokenizer_json(directory / "tokenizer.json")
+    if other.tokens == vocab.tokens:
+        return
+    where = next((i for i, (a, b) in enumerate(zip(vocab.tokens, other.tokens, strict=False)) if a != b),
+                 min(len(vocab), len(other)))
+    said = (f"id {where} is {vocab.tokens[where]!r} in vocab.txt but {other.tokens[where]!r} in tokenizer.json"
+            if where < min(len(vocab), len(other)) else f"{len(vocab)} tokens in vocab.txt, {len(other)} in tokenizer.json")
+    raise BertkitError(f"{directory}: vocab.txt and tokenizer.json disagree ({said}): one of them was replaced; "
+                       "bertkit reads vocab.txt, TEI and sentence-transformers tokenizer.json. Restore the one the "
+                       "model was trained with (or remove the other)")
 
 
 def _read_tokenizer_json(path: Path) -> Vocab:

@@ -41,6 +41,9 @@ class Vocab:
         if path.is_dir():
             path = path / "vocab.txt"
         tokens = [line.strip() for _, line in read_lines(path)]
+        if tokens and tokens[0].startswith("\ufeff"):  # other tools read it as part of token 0
+            raise DataFormatError(path, "starts with a byte order mark (U+FEFF), which would be read as part "
+                                        "of the first token; save the file as UTF-8 without a BOM", 1)
         while tokens and not tokens[-1]:  # tolerate trailing blank lines only
             tokens.pop()
         return cls(tokens, source=str(path))
