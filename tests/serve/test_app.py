@@ -451,3 +451,54 @@ def test_the_api_key_can_come_from_the_environment(tmp_path, monkeypatch):
         assert client.post("/predict", json={"inputs": "he is good"}).status_code == 401
         assert client.post("/predict", json={"inputs": "he is good"},
                            headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_fill_mask_and_attention_refuse_a_lone_surrogate_as_every_route_does(tmp_path):
+    """2026-11-25 faults #166, #170: /fill-mask and /attention answered 200 after dropping
+    the character, where every other route gives the 422 naming it."""
+    client, _ = client_for(tmp_path, "mlm")
+    with client:
+        for route, body in (("/fill-mask", '{"inputs": "he \\ud800 [MASK] good"}'),
+                            ("/fill-mask", '{"inputs": ["he is [MASK]", "a \\udfff [MASK]"]}'),
+                            ("/attention", '{"inputs": "he \\ud800 is good"}'),
+                            ("/attention", '{"inputs": "he is good", "pair": "x \\ud83d"}')):
+            response = client.post(route, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 422 and "lone surrogate" in response.json()["error"], (route, body)
+        assert client.post("/fill-mask", json={"inputs": "he is [MASK]"}).status_code == 200
+
+
+def test_validation_messages_name_fields_as_the_schema_does(tmp_path):
+    """The strict integers' validator leaked into messages: 'ids.list[function-before[_whole(),
+    int]].0: Input should be a valid integer' (2026-11-25 faults #26, #30, #31 re-run)."""
+    client, _ = client_for(tmp_path, "classify")
+    with client:
+        response = client.post("/decode", content=b'{"ids": [1e999]}', headers={"content-type": "application/json"})
+        message = response.json()["error"]
+        assert response.status_code == 422 and "function-before" not in message, message
+        assert message.startswith("ids.list[int].0: "), message
+
+
+def test_similarity_over_max_items_says_the_source_sentence_counts(tmp_path):
+    """2026-11-25 faults #232: with --max-items 1, /similarity of one sentence said 'batch
+    size 2 > maximum allowed batch size 1', a 2 the client never sent."""
+    client, _ = client_for(tmp_path, "mlm", max_items=1)
+    with client:
+        response = client.post("/similarity", json={"inputs": {"source_sentence": "he", "sentences": ["is good"]}})
+        assert response.status_code == 422
+        assert "the source_sentence is embedded with the 1 sentence" in response.json()["error"]
+
+
+def test_a_worker_that_cannot_load_the_model_says_so_in_one_line(tmp_path):
+    """2026-11-25 faults #229: with --workers 2 and the model directory removed, each worker
+    uvicorn started again printed a 40-line traceback of the factory."""
+    import os
+    import subprocess
+    import sys
+
+    from bertkit.serve.config import ENV_VAR
+
+    env = {**os.environ, ENV_VAR: ServeConfig(model=str(tmp_path / "gone")).to_json()}
+    done = subprocess.run([sys.executable, "-c", "from bertkit.serve.app import app_from_env; app_from_env()"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert f"cannot start: {tmp_path / 'gone'}" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -366,7 +366,9 @@ class Service:
         if not body.inputs.sentences:
             raise ApiError("`inputs.sentences` cannot be empty", "Empty")
         p = body.parameters or s.SimilarityParameters()
-        check_batch_size(len(body.inputs.sentences) + 1, self.config.max_items)
+        n = len(body.inputs.sentences)
+        check_batch_size(n + 1, self.config.max_items,
+                         f": the source_sentence is embedded with the {n} sentence{'s' * (n != 1)}")
         vectors, headers = await self.embeddings(
             "similarity", [body.inputs.source_sentence, *body.inputs.sentences], field="inputs",
             truncate=p.truncate, left=p.truncation_direction.lower() == "left", normalize=True, dimensions=None,
@@ -426,6 +428,8 @@ class Service:
         if not items:
             raise ApiError("`inputs` cannot be empty", "Empty")
         check_batch_size(len(items), self.config.max_items)
+        for i, item in enumerate(items):  # one rule with every other route: a lone surrogate is a 422
+            check_unicode(item, "" if single else f"inputs[{i}]: ")
         overflow = self.overflow(body.truncate)
         top_k = body.parameters.top_k if body.parameters and body.parameters.top_k is not None else body.top_k
         plans, tokenizing = await self.plans(lambda x, where: self.bert.plan_fill_mask(x, top_k, overflow),
@@ -435,6 +439,9 @@ class Service:
 
     async def attention(self, body: s.AttentionRequest) -> tuple[dict, dict]:
         bert = self.bert
+        check_unicode(body.inputs, "inputs: ")
+        if body.pair is not None:
+            check_unicode(body.pair, "pair: ")
         enc = bert.tokenizer.encode(body.inputs, body.pair, max_length=bert.max_length, truncation="longest_first")
         try:  # outside the batcher: one request's one forward pass with attentions
             tokens, matrix = await run_in_threadpool(bert.attention, body.inputs, body.layer, body.head, body.pair,
@@ -621,7 +628,13 @@ def app_from_env() -> FastAPI:
 
     from bertkit.serve.config import ENV_VAR
 
-    return create_app(ServeConfig.from_json(os.environ[ENV_VAR]))
+    try:
+        return create_app(ServeConfig.from_json(os.environ[ENV_VAR]))
+    except BertkitError as e:  # e.g. the model directory removed since the server started
+        # one line, not uvicorn's traceback of the factory; uvicorn starts another in a while
+        print(f"bertkit serve: worker {os.getpid()} cannot start: {e}; the workers already running go on "
+              "with the model they loaded", file=sys.stderr, flush=True)
+        os._exit(3)
 
 
 def run(config: ServeConfig) -> None:

@@ -24,12 +24,12 @@ PREDICT_GRAMMAR = ("a string, a pair of strings [string, string] or a batch of m
                    "pairs [[string], [string, string], ...]")
 
 
-def check_batch_size(n: int, max_items: int) -> None:
+def check_batch_size(n: int, max_items: int, why: str = "") -> None:
     """TEI's message and status (its code's 422; its OpenAPI file says 413) for a batch over
     ``--max-client-batch-size`` (bertkit: ``--max-items``): the OpenAPI description's
     ``maxItems``, refused as every request it forbids."""
     if n > max_items:
-        error = ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items)")
+        error = ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items){why}")
         error.tei_err = "batch_size"  # TEI's te_request_failure{err}
         raise error
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from importlib import resources
 from typing import Annotated, Any
 
@@ -284,6 +285,17 @@ def install(app: FastAPI) -> None:
     app.include_router(router)
 
 
+def _loc_name(part) -> str:
+    """A part of pydantic's error location as the schema names it: a validator's wrapper
+    (``list[function-before[_whole(), int]]``) becomes the type it wraps (``list[int]``)."""
+    text = str(part)
+    while True:
+        plain = re.sub(r"function-\w+\[\w+\(\), ([^\[\]]*(?:\[[^\[\]]*\])?)\]", r"\1", text)
+        if plain == text:
+            return text
+        text = plain
+
+
 def validation_error(exc: Exception) -> ApiError:
     """FastAPI's or pydantic's validation error as an :class:`ApiError` (400 bad JSON, else 422
     naming each field)."""
@@ -294,7 +306,7 @@ def validation_error(exc: Exception) -> ApiError:
                         "Validation", 400)
     parts = []
     for e in errors:
-        location = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        location = ".".join(_loc_name(x) for x in e.get("loc", ()) if x != "body") or "body"
         parts.append(f"{location}: {e.get('msg')}")
     return ApiError("; ".join(dict.fromkeys(parts)), "Validation")
 
