@@ -207,11 +207,14 @@ class OpenVinoInference(BertInference):
 CALIBRATION_MAX_BYTES = 64 << 20
 
 
-def read_calibration(path: str | Path) -> list[str | tuple[str, str]]:
+MIN_CALIBRATION_INPUTS = 16  # serve's floor: one line (or one line 30 times) flipped SST-2 answers
+
+
+def read_calibration(path: str | Path, minimum: int = 1) -> list[str | tuple[str, str]]:
     """Calibration inputs from a UTF-8 text file: one input per line, a tab between the two
     texts of a pair (sentence pairs; question and passage for SQuAD); blank lines skipped.
-    A line with two tabs, a file mixing single texts and pairs, or one with no input is a
-    :class:`DataFormatError` naming the file (and line)."""
+    A line with two tabs, a file mixing single texts and pairs, or one with fewer than
+    ``minimum`` distinct inputs is a :class:`DataFormatError` naming the file (and line)."""
     inputs: list[str | tuple[str, str]] = []
     try:
         with open(path, "rb") as f:  # bounded: /dev/zero or a stray huge file must not fill memory
@@ -234,7 +237,33 @@ def read_calibration(path: str | Path) -> list[str | tuple[str, str]]:
         inputs.append(parts[0] if len(parts) == 1 else (parts[0], parts[1]))
     if not inputs:
         raise DataFormatError(path, "no calibration input (one text, or a tab-separated pair, per line)")
+    distinct = len(set(inputs))
+    if distinct < minimum:
+        raise DataFormatError(path, f"{distinct} distinct calibration input(s): INT8 calibration needs at least "
+                                    f"{minimum} different texts of the model's task (a few hundred is usual), or its "
+                                    "activation ranges fit those texts alone and answers change")
     return inputs
+
+
+def check_calibration_fits(model_dir: str | Path, inputs: Sequence, path: str | Path) -> None:
+    """Calibration inputs must be the model's task's own kind of input: pairs for a pair
+    task, single texts otherwise; and a model without a task head has nothing OpenVINO runs
+    on INT8 (its routes run on PyTorch fp32), so INT8 is refused for it."""
+    from bertkit.modeldir.entry import saved_task_options
+    from bertkit.tasks import get_task
+
+    name, options = saved_task_options(model_dir)
+    if name is None:
+        raise BertkitError(f"{model_dir}: --runtime openvino --precision int8 quantises a task head, and this model "
+                           "has none (a masked-LM or encoder checkpoint: its routes run on PyTorch fp32); serve it "
+                           "with --precision fp32, or --runtime torch --precision int8")
+    task = get_task(name, **options)
+    pairs = isinstance(inputs[0], tuple)
+    wants = getattr(task, "pair", None)
+    if wants is not None and pairs != bool(wants):
+        kind = "sentence pairs (a tab between the two texts)" if wants else "single texts (no tab)"
+        raise DataFormatError(path, f"holds {'tab-separated pairs' if pairs else 'single texts'}, but {model_dir} "
+                                    f"was fine-tuned on {name}, which takes {kind}")
 
 
 def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: Sequence | None = None,

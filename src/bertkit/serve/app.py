@@ -604,9 +604,17 @@ def load_model(config: ServeConfig):
     # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
     with torch_threads(1):
         if config.runtime == "openvino":
-            from bertkit.inference.openvino import load_openvino, read_calibration
+            from bertkit.inference.openvino import (
+                MIN_CALIBRATION_INPUTS,
+                check_calibration_fits,
+                load_openvino,
+                read_calibration,
+            )
 
-            calibration = read_calibration(config.calibration) if config.calibration else None
+            calibration = None
+            if config.calibration:
+                calibration = read_calibration(config.calibration, MIN_CALIBRATION_INPUTS)
+                check_calibration_fits(config.model, calibration, config.calibration)
             bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
         else:
             bert = load(config.model, device=config.device, precision=config.precision)
