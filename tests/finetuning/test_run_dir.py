@@ -295,3 +295,28 @@ def test_a_teacher_of_another_task_is_warned_about_or_refused(unfinished, toy_di
     # SST-2's head says negative/positive, CoLA's labels mean unacceptable/acceptable: refused
     assert code != 0 and "predicts labels ['negative', 'positive']" in err, err
     assert "['unacceptable', 'acceptable']" in err, err
+
+
+def test_a_run_whose_resume_state_could_not_be_written_says_how_to_go_on(tmp_path, monkeypatch):
+    """2026-11-25 faults #292, #302, #303: on a full disk torch's 'unexpected pos' named no
+    file; then --resume said the run held nothing to resume 'once its first epoch has
+    finished' (it had), and the plain command advised the --resume that could not work."""
+    out = tmp_path / "out"
+    run_dir = RunDir(out)
+    run_dir.prepare()
+    (out / "config.json").write_text("{}")
+    (out / ".unfinished.json").write_text("{}")
+
+    def full_disk(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 19776 vs 19670")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(BertkitError, match=r"out/.resume.pt: no space left on device .* with --overwrite"):
+        run_dir.save_state({"epoch": 1})
+    run_dir.release()
+    with pytest.raises(BertkitError, match=r"nothing to resume: its unfinished run has no resume state .* --overwrite"):
+        RunDir(out).prepare(resume=True)
+    with pytest.raises(BertkitError, match=r"unfinished fine-tuning run: it cannot be resumed: .* --overwrite"):
+        RunDir(out).prepare()
+    RunDir(out).prepare(overwrite=True)
+    assert not (out / ".unfinished.json").exists()

@@ -166,7 +166,12 @@ class RunDir:
         unfinished = (out / UNFINISHED).exists()
         finished = not unfinished and any((out / name).exists() for name in
                                           (RESULTS, "config.json", LOG, *WEIGHTS))
+        stateless = unfinished and self.resumable and not (out / STATE).is_file()
+        no_state = (f"its unfinished run has no resume state ({STATE}, written once an epoch has finished: "
+                    "the run stopped during its first epoch, or could not write it, e.g. on a full disk)")
         if resume:
+            if stateless:
+                raise BertkitError(f"{out}: nothing to resume: {no_state}; pass --overwrite to start over")
             if not (out / STATE).is_file():
                 state = "holds a finished run" if finished else "holds no run to resume"
                 raise BertkitError(f"{out}: nothing to resume: it {state} (a run can be resumed "
@@ -174,6 +179,8 @@ class RunDir:
         elif unfinished and not overwrite:
             how = ("pass --resume to continue it, or --overwrite to start over" if self.resumable
                    else f"pass --overwrite to replace it, or choose another {self.option}")
+            if stateless:
+                how = f"it cannot be resumed: {no_state}; pass --overwrite to start over, or choose another {self.option}"
             raise BertkitError(f"{out} holds an unfinished fine-tuning run: {how}")
         elif finished and not overwrite:
             what = "a fine-tuned model" if self.resumable else "a model"
@@ -261,8 +268,17 @@ class RunDir:
     def save_state(self, state: dict[str, Any]) -> None:
         import torch
 
-        with atomic_path(self.out / STATE) as tmp:
-            torch.save(state, tmp)
+        from bertkit.fileio import is_disk_full
+
+        try:
+            with atomic_path(self.out / STATE) as tmp:
+                torch.save(state, tmp)
+        except Exception as e:  # torch's zip writer says "unexpected pos", naming no file
+            if not is_disk_full(e):
+                raise
+            raise BertkitError(f"{self.out / STATE}: no space left on device (the disk is full) while writing "
+                               "the resume state; the epoch's model is saved, but the run cannot be resumed: free "
+                               "some space and run again with --overwrite") from None
 
     def load_state(self) -> dict[str, Any]:
         from bertkit.fileio import safe_torch_load
