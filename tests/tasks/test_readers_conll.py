@@ -81,3 +81,18 @@ def test_an_unknown_entity_type_is_named_with_its_line(tmp_path):
     (tmp_path / "train.txt").write_text("EU B-ORG\nrejects O\n\nPeter I-PER\nin O\nFooland I-FOO\n")
     with pytest.raises(DataFormatError, match=r"train.txt:6: unknown entity type 'FOO'"):
         get_task("conll2003").read(tmp_path, "train")
+
+
+def test_a_conll_file_starting_with_a_bom_is_read_as_without_one(tmp_path, capsys):
+    """2026-11-25 faults #350: conll-eval on a file starting with a BOM said "unknown tag
+    '-X-'" (the -DOCSTART- line was not recognised); the TSV, CSV and JSONL readers strip it."""
+    from bertkit.cli.main import main
+
+    text = "-DOCSTART- -X- O O\n\nEU B-ORG B-ORG\nrejects O O\nGerman B-MISC B-MISC\n"
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "plain.txt").write_text(text)
+    assert main(["conll-eval", "--json", str(tmp_path / "bom.txt")]) == 0
+    with_bom = capsys.readouterr().out
+    assert main(["conll-eval", "--json", str(tmp_path / "plain.txt")]) == 0
+    assert with_bom == capsys.readouterr().out
+    assert len(read_conll(tmp_path / "bom.txt")) == 1

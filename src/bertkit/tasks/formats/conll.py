@@ -14,6 +14,7 @@ from pathlib import Path
 from bertkit.errors import DataFormatError
 from bertkit.fileio import read_lines
 from bertkit.metrics.ner import split_tag
+from bertkit.tasks.formats.base import _strip_bom
 
 __all__ = ["TaggedSentence", "check_tags", "conll_blocks", "iob1_to_iob2", "read_conll"]
 
@@ -66,7 +67,7 @@ def conll_blocks(path: str | Path) -> Iterator[tuple[int, list[list[str]]]]:
     """
     rows: list[list[str]] = []
     first = width = None
-    for number, text in read_lines(path):
+    for number, text in _strip_bom(read_lines(path)):  # a BOM, as every other reader takes it
         fields = text.split()
         if fields and fields[0] == "-DOCSTART-":
             fields = []
