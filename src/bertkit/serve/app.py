@@ -639,10 +639,11 @@ def app_from_env() -> FastAPI:
     try:
         return create_app(ServeConfig.from_json(os.environ[ENV_VAR]))
     except BertkitError as e:  # e.g. the model directory removed since the server started
-        # one line, not uvicorn's traceback of the factory; uvicorn starts another in a while
+        # one line, not uvicorn's traceback of the factory. Exit status 1, not uvicorn's 3
+        # ("failed to start"), which would make it stop the workers still serving
         print(f"bertkit serve: worker {os.getpid()} cannot start: {e}; the workers already running go on "
               "with the model they loaded", file=sys.stderr, flush=True)
-        os._exit(3)
+        os._exit(1)
 
 
 def run(config: ServeConfig) -> None:
