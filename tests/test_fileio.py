@@ -77,3 +77,24 @@ def test_overwrite_never_replaces_a_directory_that_holds_an_input(tmp_path):
     with pytest.raises(BertkitError, match=f"^--out {tmp_path / 'runs'} holds the --model {base}: "
                                            "--overwrite would delete it; choose another --out$"):
         check_not_input(tmp_path / "runs", base, "--out", "--model", overwrite=True)
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 19776 vs 19670"),  # torch.save
+    Exception("Error while serializing: I/O error: No space left on device (os error 28)"),  # safetensors
+    OSError("100 requested and 40 written"),  # numpy's np.save
+])
+def test_atomic_path_names_its_file_on_a_full_disk(tmp_path, error):
+    """2026-11-25 faults #293, #294, #301: quantize, export-onnx and embed said only 'no space
+    left on device' on a full disk, with the writer's words and no file."""
+    import errno as errno_
+
+    target = tmp_path / "model.safetensors"
+    with pytest.raises(OSError) as info:
+        with atomic_path(target):
+            raise error
+    assert info.value.errno == errno_.ENOSPC and info.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="not a disk"):  # other failures pass through unchanged
+        with atomic_path(target):
+            raise ValueError("not a disk")

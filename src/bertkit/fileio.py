@@ -85,6 +85,10 @@ class _AtomicPath:
             if not renamed:  # the block or the rename failed: the temporary file goes
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.tmp)
+        if exc is not None and is_disk_full(exc) and not (isinstance(exc, OSError) and exc.filename):
+            # torch's "unexpected pos", safetensors' "I/O error", numpy's "N requested and M
+            # written" name no file: say which one the disk had no room for, as atomic_write does
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path)) from None
         return False
 
 
