@@ -12,7 +12,9 @@ evaluator against sentence-transformers' ``InformationRetrievalEvaluator``: MRR@
 accuracy, recall@10).
 
 For each seed, both contenders start from the same checkpoint and read the same pairs (bertkit's
-reader of the data directory); the order alternates with the seed so that neither always runs
+reader of the data directory), tokenised to the same ids, in random batches of the same size
+(the same 360 updates per STS-B epoch, the last batch 5 pairs; the same warm-up steps,
+``int(warmup x updates)``); the order alternates with the seed so that neither always runs
 on the busier half of a shared machine. Reported per run:
 
 * dev Spearman (x100) of the cosine (MRR@10 x100 for ``mnr``): bertkit's as ``bertkit
@@ -71,8 +73,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=RECIPE["epochs"])
     p.add_argument("--warmup", type=float, default=RECIPE["warmup"], help="warm-up fraction of the updates")
     p.add_argument("--bucket", type=int, default=50,
-                   help="bertkit's length buckets: batches sorted by length together (1: batches drawn at random, "
-                        "as sentence-transformers draws them)")
+                   help="the loop's length buckets (FinetuneConfig.bucket); since 2026-11-26 the embedding task's "
+                        "training batches are random samples whatever this is, as sentence-transformers draws "
+                        "them (length buckets cost CoSENT 0.4 Spearman: issue 34), so it changes nothing here")
     p.add_argument("--limit", type=int, help="the first N train and dev pairs only (a quick run)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--only", choices=["bertkit", "sentence-transformers"], help="one contender")

@@ -74,8 +74,8 @@ class RandomBatchFeatureSet(FeatureSet):
     source (MSRpar's news pairs are long, MSRvid's captions and the headlines short): the
     largest source in a bucketed batch averages 56% of it, against 38% in a random one. The
     model then learns to order pairs within a source much more than across, and the dev
-    Spearman, taken over all sources, pays: BERT-Tiny, CoSENT, 3 seeds, 80.65 bucketed against
-    81.1 random, where sentence-transformers' trainer (random batches) gives 81.1
+    Spearman, taken over all sources, pays: BERT-Tiny, CoSENT, 5 seeds, 80.62 bucketed against
+    80.85 random, where sentence-transformers' trainer (random batches) gives 81.06
     (``bench/results/embedding-cosent-amx-2026-11-26.md``). The padding that random batches
     bring costs little: training runs on the real tokens only (:meth:`EmbeddingTask.embed_batch`)."""
 
