@@ -241,9 +241,9 @@ def train_epochs(task: Task, model_dir, train: FeatureSet, sets: Sequence[EvalSe
         train_model = torch.compile(train_model, dynamic=True)
     steps_per_epoch = math.ceil(len(train) / hyper.batch)
     total = steps_per_epoch * hyper.epochs
-    # torch's fused AdamW is ~10x slower than foreach on the CPU: fused only on a GPU
-    optimizer = build_optimizer(model, hyper.lr, cfg.weight_decay,
-                                implementation="auto" if device.type == "cuda" else "foreach")
+    # the fused kernel wherever torch has it, as pre-training does: on the AMX Xeon with torch
+    # 2.13 an AdamW step took 11 ms fused against 34 ms foreach (tiny), 0.27 s against 1.1-2.0 s (base)
+    optimizer = build_optimizer(model, hyper.lr, cfg.weight_decay, implementation="auto")
     scheduler = linear_warmup_decay(optimizer, int(cfg.warmup * total), total)
     step_fn = TrainStep(train_model, optimizer, scheduler, device=device, precision=precision,
                         max_grad_norm=cfg.max_grad_norm)
