@@ -34,6 +34,7 @@ from fastapi.concurrency import run_in_threadpool
 from bertkit.cpu import torch_threads
 from bertkit.errors import BertkitError, InputError
 from bertkit.modeldir.st_layout import read_st_pooling
+from bertkit.serve import offload
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull, Timings
 from bertkit.serve.config import ServeConfig
@@ -54,7 +55,6 @@ from bertkit.tasks.base import Plan
 
 TEI_SCORING = ("top_k", "function_to_apply")  # the HF parameters a text scorer's answer takes
 VERSION = "1"
-OFF_LOOP_CHARS = 20_000  # requests with more characters are tokenised in a worker thread
 HEALTH_TIMEOUT_S = 30.0
 ERRORS = {status: {"model": s.ErrorResponse} for status in (400, 413, 422, 424, 429)}
 
@@ -140,14 +140,12 @@ class Service:
             return out
 
         start = time.perf_counter()
-        if _chars(items) + shared_chars * len(items) > OFF_LOOP_CHARS:  # must not stall /health
-            self.tokenizing_off_loop += 1
-            try:
-                plans = await run_in_threadpool(build)
-            finally:
-                self.tokenizing_off_loop -= 1
-        else:  # short: in the loop (fewer threads contending for the GIL with the forward passes)
-            plans = build()
+        large = _chars(items) + shared_chars * len(items) > offload.OFF_LOOP_CHARS  # not to stall /health
+        self.tokenizing_off_loop += large
+        try:
+            plans = await offload.run(large, build)
+        finally:
+            self.tokenizing_off_loop -= large
         return plans, time.perf_counter() - start
 
     async def run(self, route: str, plans: list[Plan], single: bool, started: float,
@@ -444,8 +442,8 @@ class Service:
             check_unicode(body.pair, "pair: ")
         enc = bert.tokenizer.encode(body.inputs, body.pair, max_length=bert.max_length, truncation="longest_first")
         try:  # outside the batcher: one request's one forward pass with attentions
-            tokens, matrix = await run_in_threadpool(bert.attention, body.inputs, body.layer, body.head, body.pair,
-                                                     self.overflow(body.truncate))
+            tokens, matrix = await offload.off_loop(bert.attention, body.inputs, body.layer, body.head, body.pair,
+                                                    self.overflow(body.truncate))
         except InputError as e:
             raise from_input_error(e) from None
         first = enc.input_ids.index(bert.tokenizer.sep_token_id) + 1 if body.pair is not None else len(tokens)

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.errors import InputError
+from bertkit.serve import offload
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
@@ -41,7 +41,6 @@ async def service_of(request: Request):
 ServiceDep = Annotated[Any, Depends(service_of)]
 
 
-INLINE_VALUES = 20_000  # answers with more numbers are rendered in a worker thread
 IGNORED_NAMED = 20  # ignored fields named in the header at most
 
 
@@ -56,9 +55,9 @@ async def reply(answer: Any, headers: dict, body: BaseModel | None = None) -> Re
         named = [*unknown, *filter(None, [headers.get(IGNORED_HEADER)])]
         more = f",... ({len(named) - IGNORED_NAMED} more)" if len(named) > IGNORED_NAMED else ""
         headers = {**headers, IGNORED_HEADER: ",".join(named[:IGNORED_NAMED]) + more}
-    if _values(answer) <= INLINE_VALUES:
+    if _values(answer) <= offload.INLINE_VALUES:
         return JSONResponse(answer, headers=headers)
-    body = await run_in_threadpool(lambda: "".join(json_pieces(answer)).encode("utf-8"))
+    body = await offload.off_loop(lambda: "".join(json_pieces(answer)).encode("utf-8"))
     return Response(body, media_type="application/json", headers=headers)
 
 
@@ -158,7 +157,9 @@ for _path in ("/v1/embeddings", "/embeddings"):
 @router.post("/tokenize", tags=TEI, responses=ERRORS, response_model=list[list[s.SimpleToken]],
              summary="tokens with ids and byte offsets")
 async def tokenize(body: s.TokenizeRequest, service: ServiceDep):
-    return await run_in_threadpool(service.tokenize, body)  # a long text must not stall /health
+    texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+    # a long text must not stall /health
+    return await offload.run(sum(map(len, texts)) > offload.OFF_LOOP_CHARS, service.tokenize, body)
 
 
 @router.post("/decode", tags=TEI, responses=ERRORS, response_model=list[str], summary="text of token ids")
