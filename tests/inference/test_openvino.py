@@ -140,7 +140,7 @@ def test_serve_runtime_openvino(tmp_path, precision):
     calibration = None
     if precision == "int8":
         calibration = tmp_path / "calibration.txt"
-        calibration.write_text("\n".join(TEXTS * 4) + "\n", encoding="utf-8")
+        calibration.write_text("\n".join(f"{a} {b}" for a in TEXTS for b in TEXTS) + "\n", encoding="utf-8")  # >= 16 distinct
     config = ServeConfig(model=str(directory), runtime="openvino", precision=precision,
                          calibration=str(calibration) if calibration else None)
     ours = load(directory)
