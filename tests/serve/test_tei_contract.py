@@ -172,6 +172,16 @@ def test_embed_all_is_every_tokens_last_hidden_state(encoder):
     assert len(client.post("/embed_all", json={"inputs": ["he", "the man"]}).json()) == 2
 
 
+def test_an_answer_over_max_answer_values_is_refused_before_any_forward_pass(tmp_path):
+    client, _ = served(tmp_path, "mlm", max_answer_values=100)  # hidden 16: 6 tokens hold 96
+    with client:
+        assert client.post("/embed_all", json={"inputs": "he is good day"}).status_code == 200  # 6 tokens
+        before = client.app.state.service.batcher.batches_run
+        message = error(client.post("/embed_all", json={"inputs": ["he is good", "the man"]}), 413, "Validation")
+        assert "would hold 144 numbers (9 tokens x 16)" in message and "--max-answer-values 100" in message
+        assert client.app.state.service.batcher.batches_run == before  # refused before the model ran
+
+
 def test_similarity_and_the_openai_route(encoder):
     client, bert = encoder
     sims = client.post("/similarity", json={"inputs": {"source_sentence": "What is Deep Learning?",

@@ -339,16 +339,16 @@ class Service:
         """TEI's ``/embed_all``: per input, every token's last hidden state."""
         self.metrics.request(method_of(body.inputs))
         self.check_embeds()
-        return await self.row_route("embed_all", body, self.bert.states_plan)
+        return await self.row_route("embed_all", body, self.bert.states_plan, self.bert.model.config.hidden_size)
 
     async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
         """TEI's ``/embed_sparse``: per input, the non-zero terms of its SPLADE vector."""
         self.metrics.request(method_of(body.inputs))
         return await self.row_route("embed_sparse", body, self.bert.sparse_plan)
 
-    async def row_route(self, route: str, body, plan_of) -> tuple[list, dict]:
+    async def row_route(self, route: str, body, plan_of, values_per_token: int = 0) -> tuple[list, dict]:
         """A route answering each input (a text or token ids: :meth:`token_row`) with
-        ``plan_of(row)``'s answer."""
+        ``plan_of(row)``'s answer, of ``values_per_token`` numbers per token (0: not per token)."""
         started = time.perf_counter()
         items, single = embed_items(prompted(self.bert, body.inputs, body.prompt_name), self.config.max_items)
         left = body.truncation_direction.lower() == "left"
@@ -358,7 +358,16 @@ class Service:
 
         self.metrics.inputs("embed", len(items))
         plans, tokenizing = await self.plans(make, items, single)
+        tokens = sum(len(row.input_ids) for plan in plans for row in plan.rows)
+        self.check_answer_size(tokens * values_per_token, f"{tokens:,} tokens x {values_per_token:,}")
         return await self.run(route, plans, single, started, tokenizing, _chars(items), "embed")
+
+    def check_answer_size(self, values: int, what: str) -> None:
+        """The bound on an answer's size (the bytes a request makes the server build and send:
+        15 KB asking for hidden states built a 231 MB answer), checked before the forward pass."""
+        if values > self.config.max_answer_values:
+            raise ApiError(f"the answer would hold {values:,} numbers ({what}), more than --max-answer-values "
+                           f"{self.config.max_answer_values:,}: send fewer or shorter inputs", "Validation", 413)
 
     async def similarity(self, body: s.SimilarityRequest) -> tuple[list, dict]:
         if not body.inputs.sentences:

@@ -51,6 +51,9 @@ class ServeConfig:
                             ge=1, metavar="N")
     max_items: int = option(64, "inputs per request at most (TEI's max_client_batch_size); "
                                 "beyond, 422 as TEI", ge=1, metavar="N")
+    max_answer_values: int = option(8_388_608, "numbers one answer may hold (/embed_all: each input's "
+                                                "tokens x hidden size): a request asking for more is "
+                                                "refused 413 before its forward pass", ge=1, metavar="N")
     truncate: bool = option(True, "over-long inputs: truncate and name them in the "
                                   "X-Bertkit-Truncated header (--no-truncate: answer 413); a "
                                   "request's own \"truncate\" field wins (TEI's --auto-truncate)")
