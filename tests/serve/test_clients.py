@@ -140,3 +140,92 @@ def test_inference_client_token_classification_and_qa_parameters(tmp_path):
         assert len(three) == 3 and (three[0].answer, three[0].start) == (best.answer, best.start)
         answered = client.question_answering(**question, handle_impossible_answer=False, max_answer_len=2)
         assert answered.answer and len(load(qa).tokenizer.text_to_ids(answered.answer)) <= 2
+
+
+def test_llama_index_text_embeddings_inference(encoder):
+    # llama-index's TEI class posts {"inputs": [...], "truncate": ...} to /embed and reads the JSON
+    # without looking at the status; it sends no "normalize", so TEI's default (unit vectors) holds
+    tei = pytest.importorskip("llama_index.embeddings.text_embeddings_inference")
+    import asyncio
+
+    import httpx
+
+    url, bert = encoder
+    want = unit(bert.embed(TEXTS))
+    keys = []
+    model = tei.TextEmbeddingsInference(base_url=url, model_name="bertkit", embed_batch_size=2,
+                                        auth_token=lambda base: keys.append(base) or "s3cret")
+    one = np.asarray(model.get_text_embedding(TEXTS[1]))
+    assert one.shape == (16,) and np.allclose(one, want[1], atol=1e-5)
+    assert np.linalg.norm(one) == pytest.approx(1.0, abs=1e-5)
+    assert np.allclose(model.get_query_embedding(TEXTS[0]), want[0], atol=1e-5)
+    batch = np.asarray(model.get_text_embedding_batch(TEXTS))  # batches of 2: two requests
+    assert np.allclose(batch, want, atol=1e-5)
+    assert np.allclose(asyncio.run(model.aget_text_embedding_batch(TEXTS)), want, atol=1e-5)
+    assert np.allclose(asyncio.run(model.aget_query_embedding(TEXTS[2])), want[2], atol=1e-5)
+    assert keys and set(keys) == {url}  # the key callable is asked with the base URL
+    instructed = tei.TextEmbeddingsInference(base_url=url, model_name="bertkit", auth_token="s3cret",
+                                             query_instruction="query:", text_instruction="passage:")
+    assert np.allclose(instructed.get_query_embedding("he is good"), unit(bert.embed("query: he is good")), atol=1e-5)
+    assert np.allclose(instructed.get_text_embedding("he is good"), unit(bert.embed("passage: he is good")), atol=1e-5)
+    long = " ".join(["the man went to the store ."] * 20)  # past the model's 64 positions
+    with pytest.warns(UserWarning, match="truncated"):  # the Python API's truncation, as the server's
+        cut = unit(bert.embed("passage: " + long))
+    assert np.allclose(instructed.get_text_embedding(long), cut, atol=1e-5)
+    strict = tei.TextEmbeddingsInference(base_url=url, model_name="bertkit", auth_token="s3cret", truncate_text=False)
+    refused = (KeyError, httpx.HTTPStatusError)  # it indexes the error body ([0] of a dict): KeyError
+    with pytest.raises(refused):  # 413, TEI's answer to a long input with "truncate": false
+        strict.get_text_embedding(long)
+    for token in (None, "wrong"):  # 401
+        with pytest.raises(refused):
+            tei.TextEmbeddingsInference(base_url=url, model_name="bertkit", auth_token=token).get_text_embedding("x")
+
+
+def langchain_embeddings(url, **options):
+    """langchain's ``HuggingFaceEndpointEmbeddings`` on a TEI URL. Its versions before 1.2.2 take the
+    URL as ``model``; later ones refuse a URL there, so the clients it made are swapped for ones
+    on the URL (huggingface_hub's, as it builds them, with its token)."""
+    lc = pytest.importorskip("langchain_huggingface")
+    try:
+        return lc.HuggingFaceEndpointEmbeddings(model=url, **options)
+    except ValueError as error:
+        assert "not a URL" in str(error)
+    embeddings = lc.HuggingFaceEndpointEmbeddings(model="bertkit/test", **options)
+    token = embeddings.huggingfacehub_api_token
+    embeddings.client = hub.InferenceClient(model=url, token=token)
+    embeddings.async_client = hub.AsyncInferenceClient(model=url, token=token)
+    return embeddings
+
+
+def test_langchain_huggingface_endpoint_embeddings(encoder, monkeypatch):
+    # langchain's class calls huggingface_hub's feature_extraction on the model URL (POST /)
+    pytest.importorskip("langchain_huggingface")
+    import asyncio
+
+    for name in ("HF_TOKEN", "HUGGINGFACEHUB_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    url, bert = encoder
+    want = unit(bert.embed(TEXTS))
+    embeddings = langchain_embeddings(url, huggingfacehub_api_token="s3cret")
+    query = np.asarray(embeddings.embed_query(TEXTS[1]))
+    assert query.shape == (16,) and np.allclose(query, want[1], atol=1e-5)
+    assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-5)
+    assert np.allclose(embeddings.embed_documents(TEXTS), want, atol=1e-5)
+    assert np.allclose(embeddings.embed_documents(["he is\ngood"]), unit(bert.embed(["he is good"])), atol=1e-5)
+
+    async def both():  # one loop: the async client keeps its connections on the loop it began on
+        try:
+            return await embeddings.aembed_documents(TEXTS), await embeddings.aembed_query(TEXTS[0])
+        finally:
+            await embeddings.async_client.close()
+
+    documents, query = asyncio.run(both())
+    assert np.allclose(documents, want, atol=1e-5) and np.allclose(query, want[0], atol=1e-5)
+    raw = langchain_embeddings(url, huggingfacehub_api_token="s3cret", model_kwargs={"normalize": False})
+    assert np.allclose(raw.embed_documents(TEXTS), bert.embed(TEXTS), atol=1e-5)
+    monkeypatch.setenv("HUGGINGFACEHUB_API_TOKEN", "s3cret")  # the key from the environment
+    assert np.allclose(langchain_embeddings(url).embed_query(TEXTS[2]), want[2], atol=1e-5)
+    monkeypatch.delenv("HUGGINGFACEHUB_API_TOKEN")
+    with pytest.raises(Exception) as error:
+        langchain_embeddings(url, huggingfacehub_api_token="wrong").embed_query("x")
+    assert "401" in str(error.value)
