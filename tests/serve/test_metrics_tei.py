@@ -178,6 +178,15 @@ def test_predict_counts_teis_predict_family_and_model_type(classifier):
     assert delta(before, after, "te_embed_count") == 0
 
 
+def test_embed_sparse_on_a_model_without_an_mlm_head_counts_no_input(classifier):
+    before = samples(classifier)
+    assert classifier.post("/embed_sparse", json={"inputs": ["he is good", "day"]}).status_code == 424
+    after = samples(classifier)
+    assert delta(before, after, "te_request_count", method="batch") == 1  # TEI: before the model check
+    assert delta(before, after, "te_request_failure", err="model_type") == 1
+    assert delta(before, after, "te_embed_count") == 0  # TEI: after it
+
+
 def test_rerank_counts_after_teis_two_checks(classifier):
     before = samples(classifier)
     assert classifier.post("/rerank", json={"query": "good", "texts": []}).status_code == 400

@@ -307,13 +307,18 @@ class TaskInference:
         return Plan(list(rows), (EMBED, layers, pool), finish, truncated, windows=len(rows),
                     left_truncatable=len(rows) == 1)
 
+    def check_sparse(self) -> None:
+        """An :class:`InputError` (``unsupported``) unless the model has the masked-LM head that
+        sparse (SPLADE) embeddings need."""
+        if getattr(self.model, "mlm_head", None) is None:
+            raise InputError(f"this model ({type(self.model).__name__}) has no masked-LM head for sparse "
+                             "(SPLADE) embeddings", "unsupported")
+
     def sparse_plan(self, row) -> Plan:
         """The plan of one row's SPLADE sparse vector (a model with a masked-LM head):
         ``[{"index": token id, "value": weight}, ...]`` of its non-zero terms, as TEI's
         ``/embed_sparse`` answers."""
-        if getattr(self.model, "mlm_head", None) is None:
-            raise InputError(f"this model ({type(self.model).__name__}) has no masked-LM head for sparse "
-                             "(SPLADE) embeddings", "unsupported")
+        self.check_sparse()
 
         def finish(outputs):
             indices, values = outputs[0]

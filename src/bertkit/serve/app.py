@@ -344,6 +344,10 @@ class Service:
     async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
         """TEI's ``/embed_sparse``: per input, the non-zero terms of its SPLADE vector."""
         self.metrics.request(method_of(body.inputs))
+        try:  # TEI checks the model before counting the inputs
+            self.bert.check_sparse()
+        except InputError as e:
+            raise from_input_error(e) from None
         return await self.row_route("embed_sparse", body, self.bert.sparse_plan)
 
     async def row_route(self, route: str, body, plan_of, values_per_token: int = 0) -> tuple[list, dict]:
