@@ -467,6 +467,18 @@ def test_fill_mask_and_attention_refuse_a_lone_surrogate_as_every_route_does(tmp
         assert client.post("/fill-mask", json={"inputs": "he is [MASK]"}).status_code == 200
 
 
+def test_fill_mask_inputs_that_are_not_texts_are_a_422(tmp_path):
+    """schemathesis, 2026-11-26: {"inputs": [{}]} on /fill-mask was a 500 (the Unicode check
+    read an object as a text)."""
+    client, _ = client_for(tmp_path, "mlm")
+    with client:
+        for inputs, said in (([{}], "inputs[0]: expected a string, got dict"),
+                             (5, "inputs: expected a string or a list of strings, got int"),
+                             (["he is [MASK]", None], "inputs[1]: expected a string, got null")):
+            response = client.post("/fill-mask", json={"inputs": inputs})
+            assert response.status_code == 422 and said in response.json()["error"], (inputs, response.text)
+
+
 def test_validation_messages_name_fields_as_the_schema_does(tmp_path):
     """The strict integers' validator leaked into messages: 'ids.list[function-before[_whole(),
     int]].0: Input should be a valid integer' (2026-11-25 faults #26, #30, #31 re-run)."""

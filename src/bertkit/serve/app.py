@@ -48,6 +48,7 @@ from bertkit.serve.inputs import (
     left_row,
     predict_items,
     prompted,
+    text_items,
 )
 from bertkit.serve.metrics import INFERENCE, Metrics, method_of
 from bertkit.serve.schemas import IGNORED_HEADER, TRUNCATED_HEADER, WINDOWS_HEADER
@@ -433,14 +434,8 @@ class Service:
     # ------------------------------------------------------------------ bertkit extras
     async def fill_mask(self, body: s.FillMaskRequest) -> tuple[Any, dict]:
         started = time.perf_counter()
-        single = not isinstance(body.inputs, list)
-        self.metrics.request("single" if single else "batch")
-        items = [body.inputs] if single else body.inputs
-        if not items:
-            raise ApiError("`inputs` cannot be empty", "Empty")
-        check_batch_size(len(items), self.config.max_items)
-        for i, item in enumerate(items):  # one rule with every other route: a lone surrogate is a 422
-            check_unicode(item, "" if single else f"inputs[{i}]: ")
+        self.metrics.request("single" if not isinstance(body.inputs, list) else "batch")
+        items, single = text_items(body.inputs, self.config.max_items)
         overflow = self.overflow(body.truncate)
         top_k = body.parameters.top_k if body.parameters and body.parameters.top_k is not None else body.top_k
         plans, tokenizing = await self.plans(lambda x, where: self.bert.plan_fill_mask(x, top_k, overflow),

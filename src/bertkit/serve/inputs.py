@@ -108,6 +108,26 @@ def _embed_items(inputs: Any, max_items: int, field: str) -> tuple[list, bool]:
     raise _malformed(f"{field}: expected a string, token ids, or a list of those, got {_shape(inputs)}")
 
 
+def text_items(inputs: Any, max_items: int, field: str = "inputs") -> tuple[list[str], bool]:
+    """The texts of a route that reads texts only (``/fill-mask``): a string or a list of
+    them, each valid Unicode; ``(items, single)``."""
+    if isinstance(inputs, str):
+        items, single = [inputs], True
+    elif isinstance(inputs, list):
+        if not inputs:
+            raise ApiError(f"`{field}` cannot be empty", "Empty")
+        check_batch_size(len(inputs), max_items)
+        items, single = inputs, False
+    else:
+        raise _malformed(f"{field}: expected a string or a list of strings, got {_shape(inputs)}")
+    for i, x in enumerate(items):
+        where = "" if single else f"{field}[{i}]: "
+        if not isinstance(x, str):
+            raise _malformed(f"{where}expected a string, got {_shape(x)}")
+        check_unicode(x, where)
+    return items, single
+
+
 def check_text(text: str, where: str) -> None:
     """TEI's 400 ``Empty`` for an empty text; bertkit also refuses a text that is empty once
     the tokenizer cleans it (white space, control or zero-width characters only:
