@@ -29,9 +29,13 @@ left() { echo $((LIMIT - ($(date +%s) - start))); }
 printf '#!/bin/sh\nexec %s -c "import sys; from bertkit.cli.main import main; sys.exit(main())" "$@"\n' "$PY" > "$W/bk"
 chmod +x "$W/bk"
 export BERTKIT=$W/bk PYTHON=$PY
-pack() { tar -C "$W" -czf "$OUT/results.tmp" --exclude='*.safetensors' --exclude='*.pt' \
-           --exclude=checkpoints --exclude=vocab.txt --exclude='tokenizer*.json' \
-           --exclude='predictions_*.jsonl' results && mv "$OUT/results.tmp" "$OUT/results.tgz"; }
+# logs, configs, results and plots only (the base rows held 4.2 GB each of weights and
+# checkpoints, and a whole-tree archive outgrew what a device call brings back, 16 MB a file)
+pack() { (cd "$W" && find results -type f \( -name '*.json' -o -name '*.jsonl' -o -name '*.md' \
+           -o -name '*.log' -o -name '*.txt' -o -name '*.yaml' -o -name '*.png' \) -size -3M \
+           -not -path '*/checkpoints/*' -not -name vocab.txt -not -name 'tokenizer*.json' \
+           -not -name 'predictions_*' -not -name '*.tmp' | tar -czf "$OUT/results.tmp" -T -) \
+         && mv "$OUT/results.tmp" "$OUT/results.tgz"; }
 ( while sleep 20; do pack; done ) & packer=$!
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
