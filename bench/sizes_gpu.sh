@@ -20,7 +20,7 @@ SPEED_SIZES=${SPEED_SIZES:-base:128 large:64} SPEED_STEPS=${SPEED_STEPS:-60}
 EXTRA=${EXTRA:-}  # extra rows, "size:lr:seed ..." (e.g. base:3e-4:1)
 DEVICE=${DEVICE:-cuda} PY=${PY:-python3}
 ROW_FLAGS=${ROW_FLAGS:-}  # more bench/table5.sh flags for every row (smoke runs: --stage1 5 ...)
-W=/tmp/sizes-gpu; R=$W/results; mkdir -p "$R" "$W/pt/corpus"
+W=${WORK:-${TMPDIR:-/tmp}/sizes-gpu}; R=$W/results; mkdir -p "$R" "$W/pt/corpus"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MPLBACKEND=Agg
 exec > >(tee -a "$R/log.txt") 2>&1
 start=$(date +%s)
