@@ -43,7 +43,7 @@ def run_model(task: Task, model, features: FeatureSet, batch_size: int,
                 out = task.compute(model, to_device(features.collate(idx), device))
             values = {name: getattr(out, name).float().cpu().numpy() for name in task.output_names}
             for k, i in enumerate(idx):
-                mine.append((int(i), {name: v[k][: features.lengths[i]] if task.token_outputs else v[k]
+                mine.append((int(i), {name: v[k][: features.widths[i]] if task.token_outputs else v[k]
                                       for name, v in values.items()}))
     parts = dist.all_gather_objects(mine) if world > 1 else [mine]
     outputs: dict[str, list] = {name: [None] * len(features) for name in task.output_names}

@@ -95,7 +95,10 @@ class FeatureSet:
     def __post_init__(self) -> None:
         if len(self.meta) != len(self.features):
             raise ValueError(f"{len(self.features)} features but {len(self.meta)} meta entries")
-        self.lengths = np.array([np.shape(f["input_ids"])[-1] for f in self.features], dtype=np.int64)
+        # widths: each feature's token axis, what a batch pads to; lengths: what batching sorts
+        # by (the same, unless a family wants its batches in random order)
+        self.widths = np.array([np.shape(f["input_ids"])[-1] for f in self.features], dtype=np.int64)
+        self.lengths = self.widths
 
     def __len__(self) -> int:
         return len(self.features)
@@ -103,7 +106,7 @@ class FeatureSet:
     def collate(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
         """The features at ``indices`` as a batch of tensors, token axes padded to the longest."""
         items = [self.features[i] for i in indices]
-        longest = int(max(self.lengths[i] for i in indices))
+        longest = int(max(self.widths[i] for i in indices))
         batch = {}
         for key in items[0]:
             arrays = [np.asarray(item[key]) for item in items]

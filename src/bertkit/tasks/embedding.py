@@ -81,24 +81,7 @@ class RandomBatchFeatureSet(FeatureSet):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.widths = self.lengths
         self.lengths = np.zeros_like(self.widths)  # one length class: the buckets stay random
-
-    def collate(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        """The features at ``indices`` as tensors, the token axis padded to the longest text."""
-        items = [self.features[i] for i in indices]
-        longest = int(max(self.widths[i] for i in indices))
-        batch = {}
-        for key in items[0]:
-            arrays = [np.asarray(item[key]) for item in items]
-            if key in self.pad_values:
-                out = np.full((len(arrays), *arrays[0].shape[:-1], longest), self.pad_values[key], dtype=np.int64)
-                for row, array in zip(out, arrays):
-                    row[..., : array.shape[-1]] = array
-            else:
-                out = np.stack(arrays)
-            batch[key] = torch.from_numpy(out)
-        return batch
 
 
 LOSSES = {"scored": ("cosine", "cosent"), "positive": ("mnr",)}  # layout -> the losses it trains with
