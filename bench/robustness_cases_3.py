@@ -1295,7 +1295,6 @@ def connection_cases(s: Path, want) -> None:
             socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(50)]
             for sock in socks:
                 sock.sendall(b"GET /health HTTP/1.1\r\n")
-            closed = 0
             for _ in range(8):
                 for sock in socks:
                     try:
@@ -1303,29 +1302,14 @@ def connection_cases(s: Path, want) -> None:
                     except OSError:
                         pass
                 time.sleep(1.0)
-            for sock in socks:
-                sock.settimeout(2)
-                try:
-                    data = sock.recv(100)
-                    closed += data == b"" or data.startswith(b"HTTP/1.1 408")
-                except OSError:
-                    closed += 1
-                sock.close()
+            closed = _closed_by_server(socks, b"HTTP/1.1 408")
             record(156, "50 connections each sending a header line per second for 8 s (--request-timeout 3)", "OK",
                    "OK" if closed == 50 else "SECURITY", f"{closed} of 50 closed or answered 408 by the server",
                    "slowloris x50")
         if want(157):
             socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(300)]
             time.sleep(6)
-            closed = 0
-            for sock in socks:
-                sock.settimeout(2)
-                try:
-                    data = sock.recv(100)
-                    closed += data == b"" or data.startswith(b"HTTP/1.1 503")
-                except OSError:
-                    closed += 1
-                sock.close()
+            closed = _closed_by_server(socks, b"HTTP/1.1 503")
             record(157, "300 connections that send nothing, held 6 s (--keep-alive-timeout 3)", "OK",
                    "OK" if closed == 300 else "SECURITY", f"{closed} of 300 closed by the server", "silent x300")
         if want(158):
@@ -1350,6 +1334,21 @@ def connection_cases(s: Path, want) -> None:
                    "10 x 40 MB head")
     finally:
         server.stop()
+
+
+def _closed_by_server(socks, answer: bytes) -> int:
+    """How many of ``socks`` the server closed, or answered with ``answer`` (a status line),
+    within 2 s each; every socket is closed after."""
+    closed = 0
+    for sock in socks:
+        sock.settimeout(2)
+        try:
+            data = sock.recv(100)
+            closed += data == b"" or data.startswith(answer)
+        except OSError:
+            closed += 1
+        sock.close()
+    return closed
 
 
 # ------------------------------------------------------------------ CLI, files, scripts
