@@ -23,15 +23,21 @@ STATUS_OF = {"Empty": 400, "Validation": 422, "Tokenizer": 422, "Backend": 424, 
 OPENAI_PATHS = ("/v1/embeddings", "/embeddings")
 
 
+TEI_ERR_BY_KIND = object()  # ApiError's tei_err when TEI's err label follows from its kind
+
+
 class ApiError(Exception):
-    """An error answer: ``status``, ``message`` and TEI's ``error_type``."""
+    """An error answer: ``status``, ``message`` and TEI's ``error_type``; ``tei_err`` the
+    ``err`` label TEI's ``te_request_failure`` counts it under where its kind does not say it
+    (``None``: TEI counts no failure for it; :func:`bertkit.serve.metrics.tei_err`)."""
 
     def __init__(self, message: str, error_type: str = "Validation", status: int | None = None,
-                 headers: dict | None = None):
+                 headers: dict | None = None, tei_err: str | None | object = TEI_ERR_BY_KIND):
         super().__init__(message)
         self.error_type = error_type
         self.status = status or STATUS_OF[error_type]
         self.headers = headers
+        self.tei_err = tei_err
 
     def body(self, path: str = "") -> dict:
         """The JSON body (OpenAI's shape on the OpenAI route)."""

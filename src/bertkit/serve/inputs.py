@@ -29,9 +29,8 @@ def check_batch_size(n: int, max_items: int, why: str = "") -> None:
     ``--max-client-batch-size`` (bertkit: ``--max-items``): the OpenAPI description's
     ``maxItems``, refused as every request it forbids."""
     if n > max_items:
-        error = ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items){why}")
-        error.tei_err = "batch_size"  # TEI's te_request_failure{err}
-        raise error
+        raise ApiError(f"batch size {n} > maximum allowed batch size {max_items} (--max-items){why}",
+                       tei_err="batch_size")
 
 
 def _sequence(value: Any, where: str) -> str | list[str]:
@@ -43,9 +42,7 @@ def _sequence(value: Any, where: str) -> str | list[str]:
 def _malformed(message: str) -> ApiError:
     """A 422 for ``inputs`` of a shape TEI's JSON types refuse: its router answers those
     before its handler, so no metric counts them (``tei_err``: none)."""
-    error = ApiError(message)
-    error.tei_err = None
-    return error
+    return ApiError(message, tei_err=None)
 
 
 def _shape(value: Any) -> str:
@@ -202,9 +199,7 @@ def prompted(bert, inputs: Any, prompt_name: str | None) -> Any:
     try:
         prompt = bert.prompt_text(prompt_name)
     except BertkitError as e:
-        error = ApiError(str(e))
-        error.tei_err = "tokenization"  # TEI finds the prompt when it tokenises
-        raise error from None
+        raise ApiError(str(e), tei_err="tokenization") from None  # TEI finds the prompt when it tokenises
     if not prompt:
         return inputs
     if isinstance(inputs, str):

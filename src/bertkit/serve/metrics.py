@@ -23,6 +23,8 @@ from collections.abc import Callable
 from prometheus_client.metrics_core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from bertkit.serve.errors import TEI_ERR_BY_KIND
+
 __all__ = ["CONTENT_TYPE", "Metrics", "method_of", "tei_err"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the format :meth:`Metrics.render` writes
@@ -47,7 +49,6 @@ VALIDATION, BATCH_SIZE, TOKENIZATION, OVERLOADED, MODEL_TYPE, INFERENCE = (
 # bertkit's error kinds (``error_type``) as TEI's ``err``; other kinds (404, 405, 401, 503,
 # an unparseable or ill-typed body: TEI's router answers them before its handler) count none
 _ERR_OF_KIND = {"Empty": VALIDATION, "Overloaded": OVERLOADED, "Backend": MODEL_TYPE, "Tokenizer": TOKENIZATION}
-_UNSET = object()
 
 
 def tei_err(error) -> str | None:
@@ -56,8 +57,8 @@ def tei_err(error) -> str | None:
     for a batch over ``--max-items``, ``overloaded`` for one the queue can never hold);
     else ``Validation`` 413 (a text over the limit, caught when it is tokenised) is
     ``tokenization``, another ``Validation`` ``validation``."""
-    err = getattr(error, "tei_err", _UNSET)
-    if err is not _UNSET:
+    err = getattr(error, "tei_err", TEI_ERR_BY_KIND)
+    if err is not TEI_ERR_BY_KIND:
         return err
     if error.error_type == "Validation":
         return TOKENIZATION if error.status == 413 else VALIDATION

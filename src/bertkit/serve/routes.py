@@ -257,9 +257,8 @@ async def on_full(request: Request, exc: QueueFull):
 
 
 async def on_never(request: Request, exc: NeverFits):
-    error = ApiError(str(exc), "Validation", 413)
-    error.tei_err = "overloaded"  # TEI: more inputs than its concurrent-request permits
-    return fail(request, error)
+    # TEI: more inputs than its concurrent-request permits
+    return fail(request, ApiError(str(exc), "Validation", 413, tei_err="overloaded"))
 
 
 async def on_http(request: Request, exc: StarletteHTTPException):
