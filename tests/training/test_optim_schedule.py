@@ -43,13 +43,31 @@ def test_warmup_then_linear_decay_to_zero():
         lrs.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
-    assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert lrs[:4] == pytest.approx([0.0, 0.25, 0.5, 0.75])  # the first update at rate 0
     assert lrs[4:] == pytest.approx([1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6])
     assert opt.param_groups[0]["lr"] == 0.0
     state = sched.state_dict()
     fresh = linear_warmup_decay(build_optimizer(Toy(), lr=1.0), 4, 10)
     fresh.load_state_dict(state)
     assert fresh.last_epoch == 10
+
+
+@pytest.mark.parametrize("warmup, total", [(144, 1440), (4, 10), (1, 5), (0, 7), (7, 7)])
+def test_schedule_is_google_and_transformers_update_for_update(warmup, total):
+    """Update k runs at k / warmup during warm-up (Google's optimization.py: global_step /
+    num_warmup_steps, global_step 0 at the first update; transformers' linear schedule the
+    same), so a run with warm-up makes its first update at rate 0; then transformers'
+    (total - k) / (total - warmup)."""
+    get_linear_schedule_with_warmup = pytest.importorskip("transformers").get_linear_schedule_with_warmup
+
+    ours_opt, theirs_opt = build_optimizer(Toy(), lr=1.0), build_optimizer(Toy(), lr=1.0)
+    ours = linear_warmup_decay(ours_opt, warmup, total)
+    theirs = get_linear_schedule_with_warmup(theirs_opt, warmup, total)
+    assert ours_opt.param_groups[0]["lr"] == (0.0 if warmup else 1.0)
+    for _ in range(total + 1):
+        assert ours_opt.param_groups[0]["lr"] == pytest.approx(theirs_opt.param_groups[0]["lr"], abs=1e-12)
+        ours_opt.step(), ours.step()
+        theirs_opt.step(), theirs.step()
 
 
 def test_default_warmup_is_one_percent():

@@ -1,10 +1,18 @@
 """Learning-rate schedule: linear warm-up, then linear decay to 0 (BERT's schedule).
 
 Contract: ``linear_warmup_decay(optimizer, warmup_steps, total_steps)`` returns a
-``LambdaLR`` whose factor for update ``step`` (0-based) is ``(step + 1) / warmup_steps``
-during warm-up and ``(total_steps - step) / (total_steps - warmup_steps)`` afterwards, so
-the first update already moves, the peak is reached at the end of warm-up and the rate
-reaches 0 after ``total_steps`` updates. Its ``state_dict`` round-trips (resumable).
+``LambdaLR`` whose factor for update ``step`` (0-based) is ``step / warmup_steps`` during
+warm-up and ``(total_steps - step) / (total_steps - warmup_steps)`` afterwards: the first
+update of a run with warm-up is made at rate 0, the peak is reached by update
+``warmup_steps`` and the rate reaches 0 after ``total_steps`` updates. Its ``state_dict``
+round-trips (resumable).
+
+The warm-up is both references' own: Google's ``optimization.py`` (``global_step /
+num_warmup_steps * init_lr``, ``global_step`` 0 at the first update) and transformers'
+``get_linear_schedule_with_warmup`` (``current_step / num_warmup_steps``). The whole rule
+equals transformers' update for update (tested); Google's decay differs after warm-up
+(``1 - global_step / num_train_steps``, so its rate never quite reaches the peak). Until
+2026-11-26 the warm-up was ``(step + 1) / warmup_steps``, one update ahead of both.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ class WarmupLinearDecay:
 
     def __call__(self, step: int) -> float:
         if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
+            return step / self.warmup_steps
         remaining = self.total_steps - step
         return max(0.0, remaining / max(1, self.total_steps - self.warmup_steps))
 
