@@ -171,13 +171,16 @@ def test_api_precisions_agree_on_predictions(tmp_path):
     assert np.abs(emb32 - emb8).max() < 0.1 * np.abs(emb32).max()
 
 
+@pytest.mark.parametrize("cpu_class", ["avx2", "amx", "avx512-vnni", "avx512-bf16"])
 def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cpu_class):
     """fbgemm's copy takes up to 256 rows on the AVX2 EPYC, 16 on the AMX Xeon (where onednn
-    runs on AMX): each class gets the threshold measured on it; the variable overrides."""
+    runs on AMX): each class gets the threshold measured on it, and a class not measured gets
+    none from another (one packing); the variable overrides."""
     import bertkit.modeldir.int8 as int8
 
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", cpu_class)
     monkeypatch.delenv("BERTKIT_INT8_SMALL_ROWS", raising=False)
-    expected = {"avx2": 256, "amx": 16}[cpu_class]
+    expected = {"avx2": 256, "amx": 16, "avx512-vnni": 0, "avx512-bf16": 0}[cpu_class]
     assert int8.small_rows() == expected
     quantized = torch.backends.quantized
     if {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) and INT8_ENGINE != int8.SMALL_ENGINE:
@@ -190,13 +193,28 @@ def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cp
         int8.small_rows()
 
 
-def test_bf16_inference_stores_linear_weights_in_bf16_with_the_same_answers(tmp_path):
+@pytest.fixture(params=["packed", "plain"])
+def bf16_packing(request, monkeypatch):
+    """Run a test with bf16 layers packed for oneDNN (skipped where this CPU's oneDNN has no
+    bf16) and with plain bf16 layers (``BERTKIT_BF16_PACK=0``): both routes on every machine."""
+    import bertkit.modeldir.int8 as int8
+
+    int8.can_pack_bf16.cache_clear()
+    if request.param == "plain":
+        monkeypatch.setenv("BERTKIT_BF16_PACK", "0")
+    elif not int8.can_pack_bf16():
+        pytest.skip("this CPU's oneDNN does not compute bf16")
+    yield request.param
+    int8.can_pack_bf16.cache_clear()
+
+
+def test_bf16_inference_stores_linear_weights_in_bf16_with_the_same_answers(tmp_path, bf16_packing):
     """prepare(model, "bf16") keeps no fp32 copy to cast at every forward pass: its linear
     layers hold bf16 weights (the tied masked-LM decoder stays on the fp32 embeddings), and it
-    answers exactly as autocast over the fp32 weights does."""
+    answers exactly as autocast over the fp32 weights does, packed for oneDNN or not."""
     import copy
 
-    from bertkit.modeldir.int8 import prepare
+    from bertkit.modeldir.int8 import PackedLinear, prepare
     from bertkit.precision import autocast
 
     model = load_model(make_task_model(tmp_path, "mlm"))
@@ -205,7 +223,9 @@ def test_bf16_inference_stores_linear_weights_in_bf16_with_the_same_answers(tmp_
     with torch.inference_mode(), autocast("bf16"):
         expected = model(ids, None, mask).logits.float()
     half = prepare(copy.deepcopy(model), "bf16")
-    assert half.bert.encoder.layer[0].attention.self.qkv.weight.dtype == torch.bfloat16
+    qkv = half.bert.encoder.layer[0].attention.self.qkv
+    assert isinstance(qkv, PackedLinear) == (bf16_packing == "packed")
+    assert qkv.weight.dtype == torch.bfloat16
     assert half.mlm_head.decoder.weight.dtype == torch.float32
     assert half.mlm_head.decoder.weight is half.bert.embeddings.word_embeddings.weight
     with torch.inference_mode(), autocast("bf16"):
@@ -213,6 +233,36 @@ def test_bf16_inference_stores_linear_weights_in_bf16_with_the_same_answers(tmp_
     with pytest.raises(BertkitError, match="stored in BF16; it runs at precision bf16, not fp32"):
         prepare(half, "fp32")
     assert prepare(half, "bf16") is half
+
+
+def test_packed_bf16_layers_save_copy_and_unpack_as_plain_linear_layers(tmp_path, bf16_packing):
+    """A packed layer is an ``nn.Linear`` to everything outside its forward pass: the state
+    dict holds the plain bf16 weight under the same names, a deep copy answers the same, and
+    :func:`unpack_linears` (the compiled route's first step) gives plain layers back; an input
+    of no rows gives no rows."""
+    import copy
+
+    from bertkit.modeldir.int8 import PackedLinear, prepare, unpack_linears
+    from bertkit.precision import autocast
+
+    if bf16_packing == "plain":
+        pytest.skip("packing only")
+    model = load_model(make_task_model(tmp_path, "classify"))
+    plain = {k: v.to(torch.bfloat16) if v.is_floating_point() and "LayerNorm" not in k and "embeddings" not in k
+             else v for k, v in model.state_dict().items()}
+    half = prepare(copy.deepcopy(model), "bf16")
+    state = half.state_dict()
+    assert set(state) == set(plain)
+    assert all(torch.equal(state[k], plain[k]) for k in plain)
+    ids = torch.tensor([[2, 5, 6, 7, 4, 9, 16, 3]])
+    with torch.inference_mode(), autocast("bf16"):
+        expected = half(ids).logits
+        assert torch.equal(copy.deepcopy(half)(ids).logits, expected)
+        layer = half.bert.encoder.layer[0].intermediate.dense
+        assert layer(torch.zeros(0, layer.in_features)).shape == (0, layer.out_features)
+        unpack_linears(half)
+        assert not any(isinstance(m, PackedLinear) for m in half.modules())
+        assert torch.equal(half(ids).logits, expected)
 
 
 def test_activations_keep_8_bits_where_the_cpu_has_vnni(tmp_path, cpu_class):

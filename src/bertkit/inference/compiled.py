@@ -87,10 +87,14 @@ def _blocker(precision: str, on_cpu: bool, model) -> str | None:
 
 
 def compile_encoder(model) -> None:
-    """Route ``model``'s encoder (:meth:`encoder_model`) through ``torch.compile``, in place:
+    """Route ``model``'s encoder (:meth:`encoder_model`) through ``torch.compile``, in place
+    (bf16 layers packed by :func:`bertkit.modeldir.int8.half_linears` become plain again):
     its plain forward pass (input ids, token types, attention mask) is compiled with dynamic
     shapes and frozen weights; a call asking for hidden states or attentions, or with
     gradients on, runs eagerly."""
+    from bertkit.modeldir.int8 import unpack_linears
+
+    unpack_linears(model)  # inductor's freezing packs plain layers itself
     encoder = model.encoder_model()
     eager = encoder.forward
     compiled = torch.compile(eager, dynamic=True, options=INDUCTOR_OPTIONS)

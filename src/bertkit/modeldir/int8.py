@@ -55,11 +55,12 @@ INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
 #   0.74-0.94x at 128, even at 256, 1.02-1.13x at 1,024-4,096;
 # * amx (Intel Xeon): onednn runs on AMX; x86 takes 0.40-0.82x its time at 1-8 rows, 0.40-1.00
 #   at 16, 0.56-1.66 at 24, 0.69-1.31 at 32, 0.84-2.99 at 64 and 1.06-3.09 at 128-256.
-# The other classes are not measured yet and keep the first measurement's 256.
-# BERTKIT_INT8_SMALL_ROWS overrides; 0 packs one copy only.
+# A class not measured (avx512-vnni, avx512-bf16, another CPU) gets no second copy: every
+# input runs on INT8_ENGINE, as PyTorch would, rather than a threshold measured on another
+# class. BERTKIT_INT8_SMALL_ROWS overrides; 0 packs one copy only.
 SMALL_ENGINE = "x86"
 SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16}
-SMALL_ROWS_UNMEASURED = 256
+SMALL_ROWS_UNMEASURED = 0
 
 
 def small_rows() -> int:
@@ -202,11 +203,97 @@ def half_linears(model: nn.Module, precision: str) -> nn.Module:
     """``model`` with the weights and biases of its linear layers (not the masked-LM decoder,
     tied to the fp32 word embeddings) in ``precision``'s type, in place, for inference under
     autocast: embeddings, LayerNorm and the decoder stay fp32, LayerNorm and softmax still
-    accumulate in fp32. Measured on the AMX Xeon: bench/precision_crossover.py."""
+    accumulate in fp32. Measured on the AMX Xeon: bench/precision_crossover.py.
+
+    On a CPU whose oneDNN computes bf16 (:func:`can_pack_bf16`), each bf16 layer becomes a
+    :class:`PackedLinear`: its weight reordered once into the blocked layout oneDNN's kernels
+    (AMX, avx512_bf16) read, instead of at every call. The answers are the same bit for bit;
+    the products at 128 rows take 0.6-0.7x the time (bench/inference.py, docs/serving-results.md)."""
     dtype = HALF_DTYPES[precision]
+    pack = dtype is torch.bfloat16 and _on_cpu(model) and can_pack_bf16()
     for name in _quantisable(model):
-        model.get_submodule(name).to(dtype)
+        layer = model.get_submodule(name).to(dtype)
+        if pack:
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, PackedLinear(layer))
     model.bertkit_precision = precision
+    return model
+
+
+def _on_cpu(model: nn.Module) -> bool:
+    return next(model.parameters()).device.type == "cpu"
+
+
+@functools.cache
+def can_pack_bf16() -> bool:
+    """Does this PyTorch's oneDNN run bf16 products on this CPU (the CPU itself, not
+    ``BERTKIT_CPU_CLASS``'s: packing changes no answer, only where the work runs)?
+    ``BERTKIT_BF16_PACK=0`` turns packing off."""
+    if os.environ.get("BERTKIT_BF16_PACK", "").strip() == "0":
+        return False
+    try:
+        if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+            return False
+        weight = torch.ops.mkldnn._reorder_linear_weight(torch.ones(8, 8, dtype=torch.bfloat16), None)
+        torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8, dtype=torch.bfloat16), weight, None, "none", [], "")
+        return True
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class PackedLinear(nn.Module):
+    """A bf16 linear layer for CPU inference whose weight oneDNN has reordered once into its
+    kernels' blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, the packing
+    inductor's freezing does), run by ``torch.ops.mkldnn._linear_pointwise``. Input of any
+    float type is cast to bf16 (as autocast does); the output is bf16. ``weight`` gives the
+    plain bf16 weight back (a copy), and the state dict holds it, so the layer saves and
+    reads as an ``nn.Linear``."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().to(torch.bfloat16), None)
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().to(torch.bfloat16),
+                                                                 requires_grad=False)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.packed.to_dense()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype is not torch.bfloat16:
+            x = x.to(torch.bfloat16)
+        if x.numel() == 0:
+            return x.new_zeros(*x.shape[:-1], self.out_features)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "weight"] = self.weight
+
+    def __deepcopy__(self, memo):
+        return PackedLinear(self.as_linear())
+
+    def as_linear(self) -> nn.Linear:
+        """The plain bf16 ``nn.Linear`` this layer was made from."""
+        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, dtype=torch.bfloat16)
+        with torch.no_grad():
+            linear.weight.copy_(self.weight)
+            if self.bias is not None:
+                linear.bias.copy_(self.bias)
+        return linear.eval()
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bf16 packed for oneDNN"
+
+
+def unpack_linears(model: nn.Module) -> nn.Module:
+    """``model`` with every :class:`PackedLinear` back as a plain bf16 ``nn.Linear``, in place
+    (``torch.compile`` traces plain layers and packs them itself)."""
+    for name, module in list(model.named_modules()):
+        if isinstance(module, PackedLinear):
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, module.as_linear())
     return model
 
 
