@@ -1,6 +1,8 @@
-"""Accuracy kept by inference precision: fp32, bf16, INT8 (PyTorch), ONNX Runtime fp32/INT8 and
-OpenVINO INT8 (NNCF static quantisation calibrated on the first 300 examples of the task's
-*train* split; the column is left out with a note when openvino/nncf are absent).
+"""Accuracy kept by inference precision: fp32, bf16, INT8 (PyTorch dynamic), INT8 static
+(``bertkit.inference.static_int8``, PyTorch 2's export route), ONNX Runtime fp32/INT8 and
+OpenVINO INT8 (NNCF static quantisation); both static routes are calibrated on the first 300
+examples of the task's *train* split, and each column is left out with a note when its
+packages (torchao; openvino/nncf) are absent.
 
 Evaluates fine-tuned model directories on their task's dev split with the same featurisation,
 batching and metrics as ``bertkit evaluate``, once per precision, and prints the main metric
@@ -25,7 +27,7 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GLUE_DIRS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
-VARIANTS = ("fp32", "bf16", "int8", "onnx fp32", "onnx int8", "ov int8")
+VARIANTS = ("fp32", "bf16", "int8", "int8 static", "onnx fp32", "onnx int8", "ov int8")
 CALIBRATION = 300  # train examples OpenVINO's static INT8 is calibrated on
 
 
@@ -34,6 +36,18 @@ def default_data(task: str) -> Path:
         raise SystemExit(f"accuracy.py: {task} needs --data {task}=DIR, the article split the model was "
                          "fine-tuned on (bertkit.tasks.squad.split_articles)")
     return DATA / "conll2003" if task in ("ner", "conll2003") else DATA / "glue" / GLUE_DIRS.get(task, task)
+
+
+def calibration_features(task, model_dir: Path, data: Path) -> list:
+    """The features of the first :data:`CALIBRATION` examples of the task's train split, as
+    the model was fine-tuned on them: what both static INT8 routes calibrate on."""
+    from bertkit.checkpoint import load_tokenizer
+    from bertkit.tasks.base import featurize
+
+    examples = task.read(data, "train")[:CALIBRATION]
+    max_len = int((json.loads((model_dir / "config.json").read_text()).get("bertkit_finetune") or {})
+                  .get("max_seq_length") or 128)
+    return featurize(task, examples, load_tokenizer(model_dir), max_len, False, "train").features
 
 
 def openvino_int8(task, model_dir: Path, data: Path, tmp: Path):
@@ -45,15 +59,23 @@ def openvino_int8(task, model_dir: Path, data: Path, tmp: Path):
     except Exception as e:  # noqa: BLE001  (optional engine)
         print(f"(ov int8 left out: {e})", flush=True)
         return None
-    from bertkit.checkpoint import load_tokenizer
-    from bertkit.tasks.base import featurize
+    calibration = bov.calibration_batches(calibration_features(task, model_dir, data))
+    return bov.OvModel(bov.convert(model_dir, tmp / "ov", int8=True, calibration=calibration), "int8")
 
-    examples = task.read(data, "train")[:CALIBRATION]
-    max_len = int((json.loads((model_dir / "config.json").read_text()).get("bertkit_finetune") or {})
-                  .get("max_seq_length") or 128)
-    feats = featurize(task, examples, load_tokenizer(model_dir), max_len, False, "train")
-    xml = bov.convert(model_dir, tmp / "ov", int8=True, calibration=bov.calibration_batches(feats.features))
-    return bov.OvModel(xml, "int8")
+
+def static_int8(task, model_dir: Path, data: Path):
+    """bertkit's static INT8 (PyTorch 2's export route) calibrated on the task's train split,
+    or None (with a note)."""
+    from bertkit.inference import compiled
+    from bertkit.inference import static_int8 as route
+
+    if route.blocker():
+        print(f"(int8 static left out: {route.blocker()})", flush=True)
+        return None
+    model = task.build_model(model_dir)
+    route.quantize_static(model, route.calibration_batches(calibration_features(task, model_dir, data)))
+    compiled.warm_up(model, "fp32")
+    return model
 
 
 def variants(task, model_dir: Path, tmp: Path, data: Path):
@@ -65,6 +87,9 @@ def variants(task, model_dir: Path, tmp: Path, data: Path):
     yield "fp32", model, "fp32"
     yield "bf16", model, "bf16"
     yield "int8", quantize_int8(task.build_model(model_dir)), "fp32"
+    quantised = static_int8(task, model_dir, data)
+    if quantised is not None:
+        yield "int8 static", quantised, "fp32"
     yield "onnx fp32", OrtModel(export_onnx(model_dir, tmp / "m.onnx")), "fp32"
     yield "onnx int8", OrtModel(export_onnx(model_dir, tmp / "q.onnx", int8=True)), "fp32"
     ov = openvino_int8(task, model_dir, data, tmp)

@@ -66,7 +66,7 @@ from bertkit.model import BertForSequenceClassification, BertModel
 from bertkit.modeldir.int8 import prepare
 from bertkit.precision import autocast
 
-PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "bertkit fp32 compiled",
+PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "bertkit int8 static", "bertkit fp32 compiled",
                   "bertkit bf16 compiled", "ort fp32", "ort int8", "hf fp32",
                   "hf int8", "ov fp32", "ov bf16", "ov int8", "ct2 fp32", "ct2 int8")
 CALIBRATION = 300  # SST-2 *train* sentences for OpenVINO's static INT8 (timing and checks use dev)
@@ -392,6 +392,20 @@ def precision_runners(model, directory, names, tmp, calibration=None):
             compiled.warm_up(prepared, precision)
             print(f"  (bertkit {precision} compiled: {time.perf_counter() - start:.0f} s to compile)", flush=True)
             runners[f"bertkit {precision} compiled"] = bertkit(prepared, precision)
+    if "bertkit int8 static" in names:  # bertkit.inference.static_int8, compiled before timing
+        from bertkit.inference import compiled, static_int8
+
+        if calibration is None:
+            print("  (bertkit int8 static skipped: no SST-2 train text to calibrate on)", flush=True)
+        elif static_int8.blocker():
+            print(f"  (bertkit int8 static skipped: {static_int8.blocker()})", flush=True)
+        else:
+            start = time.perf_counter()
+            quantised = copy.deepcopy(model)
+            static_int8.quantize_static(quantised, static_int8.calibration_batches(calibration))
+            compiled.warm_up(quantised, "fp32")
+            print(f"  (bertkit int8 static: {time.perf_counter() - start:.0f} s to calibrate and compile)", flush=True)
+            runners["bertkit int8 static"] = bertkit(quantised, "fp32")
     for precision in ("fp32", "int8"):
         if f"ort {precision}" in names:
             from bertkit.inference.export import OrtModel, export_onnx

@@ -1,4 +1,4 @@
-"""The calibration file of ``serve --runtime openvino --precision int8`` is read with a bound
+"""The calibration file of static INT8 (`serve --runtime openvino --precision int8`) is read with a bound
 (the faults report: ``--calibration /dev/zero`` read until the kernel killed the server)."""
 
 from __future__ import annotations
@@ -8,19 +8,19 @@ from pathlib import Path
 import pytest
 
 from bertkit.errors import BertkitError
-from bertkit.inference import openvino
+from bertkit.inference import calibration, openvino
 
 
 def test_a_calibration_file_is_read_with_a_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(openvino, "CALIBRATION_MAX_BYTES", 1000)
+    monkeypatch.setattr(calibration, "CALIBRATION_MAX_BYTES", 1000)
     (tmp_path / "big.txt").write_text("a text\n" * 200)
     with pytest.raises(BertkitError, match="larger than"):
-        openvino.read_calibration(tmp_path / "big.txt")
+        calibration.read_calibration(tmp_path / "big.txt")
     if Path("/dev/zero").exists():
         with pytest.raises(BertkitError, match="larger than"):
-            openvino.read_calibration("/dev/zero")
+            calibration.read_calibration("/dev/zero")
     (tmp_path / "small.txt").write_text("a text\nanother\n")
-    assert openvino.read_calibration(tmp_path / "small.txt") == ["a text", "another"]
+    assert calibration.read_calibration(tmp_path / "small.txt") == ["a text", "another"]
 
 
 def test_a_calibration_of_too_few_distinct_or_the_wrong_kind_of_inputs_is_refused(tmp_path):
@@ -32,12 +32,12 @@ def test_a_calibration_of_too_few_distinct_or_the_wrong_kind_of_inputs_is_refuse
 
     (tmp_path / "one.txt").write_text("one line\n")
     with pytest.raises(DataFormatError, match=r"one.txt: 1 distinct calibration input\(s\)"):
-        openvino.read_calibration(tmp_path / "one.txt", openvino.MIN_CALIBRATION_INPUTS)
+        calibration.read_calibration(tmp_path / "one.txt", calibration.MIN_CALIBRATION_INPUTS)
     (tmp_path / "same.txt").write_text("good\x00film\n" * 30)
     with pytest.raises(DataFormatError, match=r"same.txt: 1 distinct"):
-        openvino.read_calibration(tmp_path / "same.txt", openvino.MIN_CALIBRATION_INPUTS)
+        calibration.read_calibration(tmp_path / "same.txt", calibration.MIN_CALIBRATION_INPUTS)
     (tmp_path / "pairs.txt").write_text("".join(f"a man plays {k}\ta man is playing\n" for k in range(20)))
-    pairs = openvino.read_calibration(tmp_path / "pairs.txt", openvino.MIN_CALIBRATION_INPUTS)
+    pairs = calibration.read_calibration(tmp_path / "pairs.txt", calibration.MIN_CALIBRATION_INPUTS)
     sst2 = make_task_model(tmp_path, "sst2")
     with pytest.raises(DataFormatError, match=r"pairs.txt: holds tab-separated pairs, but .* sst2, which takes single"):
         openvino.check_calibration_fits(sst2, pairs, tmp_path / "pairs.txt")

@@ -12,6 +12,7 @@ pytest.importorskip("onnx")
 from bertkit.checkpoint import load_tokenizer  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
 from bertkit.inference import openvino as bov  # noqa: E402
+from bertkit.inference.calibration import read_calibration  # noqa: E402
 from bertkit.modeldir.int8 import load_model  # noqa: E402
 from tests.task_models import make_task_model  # noqa: E402
 
@@ -109,18 +110,18 @@ def test_read_calibration_texts_pairs_and_bad_files(tmp_path):
 
     texts = tmp_path / "texts.txt"
     texts.write_text("a fine film\n\nthe store was closed\n", encoding="utf-8")
-    assert bov.read_calibration(texts) == ["a fine film", "the store was closed"]
+    assert read_calibration(texts) == ["a fine film", "the store was closed"]
     pairs = tmp_path / "pairs.txt"
     pairs.write_text("who went ?\tthe man went home\nwhat closed ?\tthe store\n", encoding="utf-8")
-    assert bov.read_calibration(pairs) == [("who went ?", "the man went home"), ("what closed ?", "the store")]
+    assert read_calibration(pairs) == [("who went ?", "the man went home"), ("what closed ?", "the store")]
     for name, text, where in [("tabs.txt", "a\tb\tc\n", "tabs.txt:1: one text"),
                               ("mixed.txt", "a\tb\nc\n", "mixed.txt:2: mixes"),
                               ("empty.txt", "\n\n", "empty.txt: no calibration input")]:
         (tmp_path / name).write_text(text, encoding="utf-8")
         with pytest.raises(DataFormatError, match=where):
-            bov.read_calibration(tmp_path / name)
+            read_calibration(tmp_path / name)
     with pytest.raises(BertkitError, match="cannot read"):
-        bov.read_calibration(tmp_path / "absent.txt")
+        read_calibration(tmp_path / "absent.txt")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, DataFormatError
+from bertkit.inference.calibration import pad_rows
 from bertkit.inference.engine import BertInference
 from bertkit.inference.export import INPUTS
 from bertkit.model.outputs import ModelOutput
@@ -55,33 +56,6 @@ def native_bf16() -> bool:
     """Does OpenVINO's CPU plugin run bf16 on this CPU (not emulated)?"""
     ov = require_openvino()
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-
-
-def _field(row, name: str):
-    """``name`` (input_ids / token_type_ids) of a row: an encoding, a feature dict, or (for
-    input_ids) a plain list of ids; None when the row has no such field."""
-    if isinstance(row, dict):
-        return row.get(name)
-    if hasattr(row, name):
-        return getattr(row, name)
-    return row if name == "input_ids" else None
-
-
-def pad_rows(rows: Sequence, pad_id: int = 0) -> dict[str, np.ndarray]:
-    """Rows (token-id lists, encodings, or task feature dicts with ``input_ids`` and
-    ``token_type_ids``) -> the graph's int64 inputs, padded to the longest row."""
-    ids_of = [list(_field(r, "input_ids")) for r in rows]
-    width = max(len(r) for r in ids_of)
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    types = np.zeros_like(ids)
-    for i, (row, original) in enumerate(zip(ids_of, rows)):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-        given = _field(original, "token_type_ids")
-        if given is not None:
-            types[i, : len(row)] = list(given)
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
 def calibration_batches(rows: Sequence, batch_size: int = 1) -> list[dict[str, np.ndarray]]:
@@ -202,47 +176,6 @@ class OpenVinoInference(BertInference):
         ids, types, mask = self._pad(rows)
         with self._lock:
             return kind.row_outputs(self.ov_model, ids, types, mask, [len(r.input_ids) for r in rows])
-
-
-CALIBRATION_MAX_BYTES = 64 << 20
-
-
-MIN_CALIBRATION_INPUTS = 16  # serve's floor: one line (or one line 30 times) flipped SST-2 answers
-
-
-def read_calibration(path: str | Path, minimum: int = 1) -> list[str | tuple[str, str]]:
-    """Calibration inputs from a UTF-8 text file: one input per line, a tab between the two
-    texts of a pair (sentence pairs; question and passage for SQuAD); blank lines skipped.
-    A line with two tabs, a file mixing single texts and pairs, or one with fewer than
-    ``minimum`` distinct inputs is a :class:`DataFormatError` naming the file (and line)."""
-    inputs: list[str | tuple[str, str]] = []
-    try:
-        with open(path, "rb") as f:  # bounded: /dev/zero or a stray huge file must not fill memory
-            data = f.read(CALIBRATION_MAX_BYTES + 1)
-        if len(data) > CALIBRATION_MAX_BYTES:
-            raise BertkitError(f"{path}: the calibration file is larger than {CALIBRATION_MAX_BYTES >> 20} MB; "
-                               "a few hundred inputs of the model's task are enough")
-        lines = data.decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BertkitError(f"{path}: cannot read the calibration file ({e})") from e
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) > 2:
-            raise DataFormatError(path, "one text, or two separated by one tab, per line", number)
-        if inputs and (len(parts) == 2) != isinstance(inputs[0], tuple):
-            raise DataFormatError(path, "mixes single texts and tab-separated pairs: the model "
-                                        "takes one or the other", number)
-        inputs.append(parts[0] if len(parts) == 1 else (parts[0], parts[1]))
-    if not inputs:
-        raise DataFormatError(path, "no calibration input (one text, or a tab-separated pair, per line)")
-    distinct = len(set(inputs))
-    if distinct < minimum:
-        raise DataFormatError(path, f"{distinct} distinct calibration input(s): INT8 calibration needs at least "
-                                    f"{minimum} different texts of the model's task (a few hundred is usual), or its "
-                                    "activation ranges fit those texts alone and answers change")
-    return inputs
 
 
 def check_calibration_fits(model_dir: str | Path, inputs: Sequence, path: str | Path) -> None:

@@ -610,12 +610,8 @@ def load_model(config: ServeConfig):
     # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
     with torch_threads(1):
         if config.runtime == "openvino":
-            from bertkit.inference.openvino import (
-                MIN_CALIBRATION_INPUTS,
-                check_calibration_fits,
-                load_openvino,
-                read_calibration,
-            )
+            from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, read_calibration
+            from bertkit.inference.openvino import check_calibration_fits, load_openvino
 
             calibration = None
             if config.calibration:

@@ -1,0 +1,81 @@
+"""Static INT8 through PyTorch 2's export route (bertkit.inference.static_int8): close to fp32
+for any batch and length, the float model for what the graph does not answer, and clear
+errors where it cannot run."""
+
+import copy
+
+import pytest
+import torch
+
+from bertkit.errors import BertkitError
+from bertkit.inference import compiled, static_int8
+from bertkit.modeldir.int8 import load_model, prepare
+from tests.task_models import make_task_model
+
+
+def rows(count: int, vocab: int) -> list[list[int]]:
+    """``count`` (at most ``vocab - 5``) distinct [CLS] ... [SEP] rows of 3-12 word ids."""
+    return [[2] + [5 + (i + j * (1 + i % 3)) % (vocab - 5) for j in range(3 + i % 10)] + [3] for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def float_and_static(tmp_path_factory):
+    why = static_int8.blocker()
+    if why:
+        pytest.skip(why)
+    model = load_model(make_task_model(tmp_path_factory.mktemp("static"), "classify", hidden=32))
+    quantised = copy.deepcopy(model)
+    static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
+    compiled.warm_up(quantised, "fp32")
+    return model, quantised
+
+
+@pytest.mark.parametrize("shape", [(1, 4), (1, 11), (3, 9), (5, 30)])
+def test_static_int8_stays_close_to_fp32_at_any_batch_and_length(float_and_static, shape):
+    model, quantised = float_and_static
+    batch, length = shape
+    ids = torch.randint(5, model.config.vocab_size, (batch, length), generator=torch.Generator().manual_seed(length))
+    ids[:, 0], ids[:, -1] = 2, 3
+    mask = torch.ones_like(ids)
+    mask[0, length // 2 :] = 0  # the first row padded: the key-padding mask is part of the graph
+    with torch.inference_mode():
+        expected = model(ids, None, mask).logits
+        got = quantised(ids, None, mask).logits
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    spread = float(expected.max() - expected.min())
+    assert float((got - expected).abs().max()) <= max(0.1 * spread, 0.02)
+
+
+def test_what_the_graph_does_not_answer_runs_the_float_model(float_and_static):
+    model, quantised = float_and_static
+    ids = torch.tensor([[2, 5, 6, 7, 3]])
+    with torch.inference_mode():
+        expected = model(ids, output_hidden_states=True)
+        got = quantised(ids, output_hidden_states=True)
+    assert all(torch.equal(a, b) for a, b in zip(got.hidden_states, expected.hidden_states))
+
+
+def test_calibration_needs_sixteen_distinct_texts():
+    with pytest.raises(BertkitError, match="at least 16 distinct inputs of real text, got 1"):
+        static_int8.calibration_batches([[2, 5, 3]] * 40)
+    batches = static_int8.calibration_batches(rows(20, 40), batch_size=8)
+    assert [b[0].shape[0] for b in batches] == [8, 8, 4]
+    ids, types, mask = batches[0]
+    assert torch.equal(mask.sum(1), torch.tensor([len(r) for r in rows(8, 40)]))
+    assert not types.any()
+
+
+def test_a_prepared_model_or_a_missing_torchao_is_refused_with_the_reason(tmp_path, monkeypatch):
+    model = load_model(make_task_model(tmp_path, "classify"))
+    calibration = static_int8.calibration_batches(rows(20, model.config.vocab_size))
+    if static_int8.blocker() is None:
+        with pytest.raises(BertkitError, match="fp32 model on the CPU"):
+            static_int8.quantize_static(prepare(copy.deepcopy(model), "bf16"), calibration)
+
+    def missing():
+        raise ImportError("No module named 'torchao'")
+
+    monkeypatch.setattr(static_int8, "_torchao", missing)
+    assert "pip install 'bertkit[int8-static]'" in static_int8.blocker()
+    with pytest.raises(BertkitError, match="needs torchao"):
+        static_int8.quantize_static(model, calibration)
