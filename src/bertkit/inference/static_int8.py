@@ -8,15 +8,17 @@ LayerNorm in bf16, accumulating in fp32).
 Unlike the dynamic INT8 of :mod:`bertkit.modeldir.int8`, which measures and quantises every
 activation at run time in separate passes and leaves everything else in fp32, inductor fuses
 each quantisation into the operation that produces its input and hands the products to
-oneDNN's INT8 kernels (AMX on the Intel Xeon). On that CPU (one thread, BERT-Base, random
-weights, a busy machine) it ran 1.36x / 1.67x / 1.91x the bf16 route's speed at 1 / 8 / 32 x 128
-tokens and 1.54x on SST-2 dev batches (docs/serving-results.md, "Static INT8").
+oneDNN's INT8 kernels (AMX on the Intel Xeon). On that CPU (BERT-Base, one thread, CPU
+clock) it ran 1.30x / 1.44x / 1.45x the packed bf16 route at 1 / 8 / 32 x 128 tokens and 1.48x
+on SST-2 dev batches, and 0.90x / 1.21x / 1.29x / 0.99x OpenVINO's static INT8
+(docs/serving-results.md, "Packed bf16 weights and static INT8").
 
 Costs and limits, as measured there: export and calibration take about a minute and the first
 compilation two to four more per process (one graph for lone inputs, one for batches, every
-length; no recompiling per request); the quantised encoder answers plain forward passes only
-(a call asking for hidden states or attention probabilities, or with gradients on, runs the
-float model); the calibration inputs must be real text of the model's task, never random ids.
+length; no recompiling per request). The quantised encoder answers plain forward passes of at
+least two tokens; a call asking for hidden states or attention probabilities, with gradients
+on, or of one token runs the float model, kept beside it. The calibration inputs must be real
+text of the model's task, never random ids.
 Needs ``torchao`` (``pip install 'bertkit[int8-static]'``) and a C++ compiler.
 
 Contract: :func:`blocker` (why this route cannot run here, or None), :func:`calibration_batches`
@@ -45,7 +47,7 @@ def blocker() -> str | None:
 
     try:
         _torchao()
-    except ImportError as e:
+    except Exception as e:  # noqa: BLE001  (absent, or a release whose quantisation API moved)
         return f"static INT8 needs torchao (pip install 'bertkit[int8-static]'): {e}"
     if cxx_compiler() is None:
         return "static INT8 compiles with inductor, which needs a C++ compiler (g++ or clang++; set $CXX)"
@@ -134,7 +136,7 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
 
     def forward(input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
-        if output_hidden_states or output_attentions or torch.is_grad_enabled():
+        if output_hidden_states or output_attentions or torch.is_grad_enabled() or input_ids.shape[-1] < 2:
             return eager(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
