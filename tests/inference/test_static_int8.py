@@ -65,6 +65,10 @@ def test_calibration_needs_sixteen_distinct_texts():
     ids, types, mask = batches[0]
     assert torch.equal(mask.sum(1), torch.tensor([len(r) for r in rows(8, 40)]))
     assert not types.any()
+    import numpy as np  # task features: dicts of arrays, token types included
+
+    features = [{"input_ids": np.array(r), "token_type_ids": np.array([0] * (len(r) - 2) + [1, 1])} for r in rows(20, 40)]
+    assert torch.equal(static_int8.calibration_batches(features)[0][1][0, :8], torch.tensor([0, 0, 0, 1, 1, 0, 0, 0]))
 
 
 def test_a_prepared_model_or_a_missing_torchao_is_refused_with_the_reason(tmp_path, monkeypatch):

@@ -68,7 +68,7 @@ def calibration_batches(rows: Sequence, batch_size: int = 8) -> list[tuple[torch
     to its longest row. A :class:`BertkitError` for fewer than
     :data:`~bertkit.inference.calibration.MIN_CALIBRATION_INPUTS` distinct rows: one
     activation scale per tensor is fixed from them."""
-    distinct = {tuple(_field(r, "input_ids")) + tuple(_field(r, "token_type_ids") or ()) for r in rows}
+    distinct = {_key(r) for r in rows}
     if len(distinct) < MIN_CALIBRATION_INPUTS:
         raise BertkitError(f"static INT8 calibration needs at least {MIN_CALIBRATION_INPUTS} distinct inputs "
                            f"of real text, got {len(distinct)}")
@@ -77,6 +77,12 @@ def calibration_batches(rows: Sequence, batch_size: int = 8) -> list[tuple[torch
         feeds = pad_rows(rows[start : start + batch_size])
         batches.append(tuple(torch.from_numpy(feeds[name]) for name in ("input_ids", "token_type_ids", "attention_mask")))
     return batches
+
+
+def _key(row) -> tuple:
+    """A row's token ids and token types (lists or arrays) as one hashable tuple."""
+    types = _field(row, "token_type_ids")
+    return tuple(int(i) for i in _field(row, "input_ids")) + tuple(int(t) for t in (() if types is None else types))
 
 
 class _Plain(torch.nn.Module):
