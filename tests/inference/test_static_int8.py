@@ -85,3 +85,30 @@ def test_a_prepared_model_or_a_missing_torchao_is_refused_with_the_reason(tmp_pa
     assert "pip install 'bertkit[int8-static]'" in static_int8.blocker()
     with pytest.raises(BertkitError, match="needs torchao"):
         static_int8.quantize_static(model, calibration)
+
+
+def test_load_with_calibration_texts_runs_static_int8_behind_the_engine(tmp_path):
+    """``load(dir, precision="int8", calibration=texts)``: the engine's answers come from the
+    static route, close to fp32's; calibration asks for int8 of a float directory, texts of
+    one kind, and 16 distinct."""
+    from bertkit.inference import load
+
+    directory = make_task_model(tmp_path, "classify", hidden=32)
+    words = ["the", "man", "went", "to", "store", "he", "is", "good", "bad", "day", "night", "she", "was"]
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(2 + i % 5)) for i in range(24)]
+    with pytest.raises(BertkitError, match="calibration is for precision int8"):
+        load(directory, precision="fp32", calibration=texts)
+    with pytest.raises(BertkitError, match="mixes single texts"):
+        load(directory, precision="int8", calibration=texts[:20] + [("the man", "went")])
+    with pytest.raises(BertkitError, match="at least 16 distinct"):
+        load(directory, precision="int8", calibration=texts[:3] * 10)
+    if static_int8.blocker():
+        pytest.skip(static_int8.blocker())
+    engine = load(directory, precision="int8", calibration=texts)
+    assert engine.precision == "int8" and "static" in engine.precision_reason
+    assert getattr(engine.model, "bertkit_static_int8", False)
+    fp32 = load(directory, precision="fp32")
+    asked = ["the man went to the store", "she was bad , the night was good !"]
+    got = [{d["label"]: d["score"] for d in row} for row in engine.predict(asked)]
+    expected = [{d["label"]: d["score"] for d in row} for row in fp32.predict(asked)]
+    assert all(abs(g[k] - e[k]) < 0.05 for g, e in zip(got, expected) for k in e)

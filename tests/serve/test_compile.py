@@ -32,3 +32,23 @@ def test_the_server_engine_compiles_on_request_and_answers_as_eager(make_mlm_dir
     assert "compile: --compile on" in capsys.readouterr().err
     texts = ["the man went to the store", "hello"]
     np.testing.assert_allclose(bert.embed(texts), load(directory, precision="fp32").embed(texts), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_server_runs_static_int8_on_a_calibration_file(make_mlm_dir, tmp_path, capsys):
+    """``serve --precision int8 --calibration FILE`` on the torch runtime: static INT8
+    (bertkit.inference.static_int8), compiled by the server's warm-up, close to fp32."""
+    from bertkit.inference import static_int8
+
+    if static_int8.blocker():
+        pytest.skip(static_int8.blocker())
+    directory = str(make_mlm_dir(32))
+    words = ["the", "man", "went", "to", "store", "he", "is", "good", "bad", "day", "night", "she", "was"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(" ".join(words[(i + j) % len(words)] for j in range(2 + i % 5)) for i in range(24)))
+    bert = load_model(ServeConfig(model=directory, precision="int8", calibration=str(texts)).check())
+    assert getattr(bert.model, "bertkit_static_int8", False)
+    assert "precision int8 (int8: static, calibrated on 24 inputs)" in capsys.readouterr().err
+    asked = ["the man went to the store", "hello"]
+    fp32 = load(directory, precision="fp32").embed(asked)
+    assert np.abs(bert.embed(asked) - fp32).max() < 0.1 * np.abs(fp32).max()

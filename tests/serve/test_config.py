@@ -13,7 +13,7 @@ from bertkit.serve.config import ServeConfig
     ({"runtime": "openvino", "device": "cuda"}, "runs on the CPU"),
     ({"runtime": "openvino", "precision": "fp16"}, "fp32, bf16, int8 or auto"),
     ({"runtime": "openvino", "precision": "int8"}, "needs --calibration FILE"),
-    ({"calibration": "texts.txt"}, "--calibration is for --runtime openvino --precision int8"),
+    ({"calibration": "texts.txt"}, "--calibration is for --precision int8 only"),
     ({"runtime": "openvino", "calibration": "texts.txt"}, "--calibration is for"),
 ])
 def test_runtime_options_refused_by_name(options, words):
@@ -24,6 +24,7 @@ def test_runtime_options_refused_by_name(options, words):
 @pytest.mark.parametrize("options", [
     {}, {"runtime": "openvino"}, {"runtime": "openvino", "precision": "auto"},
     {"runtime": "openvino", "precision": "int8", "calibration": "texts.txt"},
+    {"precision": "int8", "calibration": "texts.txt"},  # torch: static INT8
 ])
 def test_runtime_options_accepted(options):
     config = ServeConfig(model="m", **options).check()

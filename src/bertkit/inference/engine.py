@@ -294,6 +294,8 @@ def load(
     task: Task | None = None,
     strip_accents: bool | None = None,
     compile: str = "off",
+    calibration: Sequence[str | tuple[str, str]] | None = None,
+    warm_up: bool = True,
 ) -> BertInference:
     """Load a model directory (bertkit or Hugging Face BERT, or an INT8 directory written by
     :func:`bertkit.modeldir.int8.save_int8`) ready for fill-mask / embed / predict at
@@ -307,6 +309,12 @@ def load(
     ``compile``: ``off`` (the default here), ``on`` or ``auto`` (:func:`bertkit.inference.
     compiled.decide`): the encoder runs through ``torch.compile``, its graphs built before
     this returns (``bertkit serve`` compiles under ``auto`` by default).
+    ``calibration``: with ``precision="int8"``, texts (or ``(text, pair)`` tuples) of the
+    model's task, at least 16 distinct: the encoder then runs static INT8
+    (:mod:`bertkit.inference.static_int8`, calibrated on them and compiled before this
+    returns) instead of dynamic INT8. ``warm_up=False``: compiled graphs are built at the first
+    forward passes (or by :meth:`BertInference.warm_up`, in the thread whose thread count their
+    kernels should take: the server's).
 
     On the CPU this also applies :func:`bertkit.cpu.loading_for_inference`, process-wide:
     oneDNN's primitive cache is bounded (unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set;
@@ -320,6 +328,12 @@ def load(
                       stacklevel=2)
     target = pick_device(device)
     precision, why = inference_precision(precision, target, model_dir)
+    if calibration is not None:
+        bert = _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase, strip_accents,
+                                 model_class)
+        if warm_up:
+            bert.warm_up()
+        return bert
     with cpu.loading_for_inference(target.type == "cpu"):
         if task is not None and not is_int8_dir(model_dir):  # the task's head, checked; INT8 below if asked
             model = prepare(task.build_model(model_dir), precision)
@@ -328,11 +342,38 @@ def load(
     tokenizer = load_tokenizer(model_dir, vocab, lowercase, strip_accents)
     bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
     bert.precision_reason = why
-    if bert.compile(compile):
+    if bert.compile(compile) and warm_up:
         bert.warm_up()
     family = bert.family()
     for finding in family.findings(finetune_entry(model.config).get("metrics") or {}) if family else ():
         warnings.warn(f"{model_dir}: {finding}", stacklevel=2)  # e.g. a SQuAD 2.0 model that never answers
+    return bert
+
+
+def _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase, strip_accents,
+                      model_class) -> BertInference:
+    """:func:`load` with ``calibration``: the float model, its encoder quantised statically on
+    the calibration texts (tokenised as the engine tokenises its inputs) and compiled."""
+    from bertkit.inference import static_int8
+
+    if precision != "int8" or is_int8_dir(model_dir):
+        raise BertkitError("calibration is for precision int8 of a float model directory "
+                           f"(this load: precision {precision}"
+                           + (", an INT8 directory" if is_int8_dir(model_dir) else "") + ")")
+    with cpu.loading_for_inference(True):
+        model = task.build_model(model_dir) if task is not None else load_model(
+            model_dir, model_class or getattr(task, "model_class", None), "fp32")
+    bert = BertInference(model, load_tokenizer(model_dir, vocab, lowercase, strip_accents), device="cpu",
+                         source=str(model_dir), precision="fp32")
+    pairs = [c for c in calibration if isinstance(c, tuple)]
+    if pairs and len(pairs) != len(calibration):
+        raise BertkitError("calibration mixes single texts and (text, pair) tuples: the model takes one or the other")
+    texts = [c[0] for c in calibration] if pairs else list(calibration)
+    encodings = bert.tokenizer.encode_batch(texts, [c[1] for c in pairs] if pairs else None,
+                                            max_length=bert.max_length, truncation="longest_first")
+    static_int8.quantize_static(bert.model, static_int8.calibration_batches(encodings))
+    bert.precision, bert.precision_reason = "int8", f"int8: static, calibrated on {len(calibration)} inputs"
+    bert.compile_reason = "static INT8 is compiled (torch.compile, frozen weights)"
     return bert
 
 

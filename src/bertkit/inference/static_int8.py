@@ -29,6 +29,7 @@ through the quantised graph, in place).
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
 from collections.abc import Sequence
 
@@ -56,9 +57,18 @@ def blocker() -> str | None:
 
 @functools.cache
 def _torchao():
-    import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
+    # its import warns about its CUDA kernels on a CPU build and about its Enum registrations
+    # (torch's pytree): nothing a user of this route can act on, so kept off their screen
+    loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
     return xiq, prepare_pt2e, convert_pt2e
 
 

@@ -618,6 +618,12 @@ def load_model(config: ServeConfig):
                 calibration = read_calibration(config.calibration, MIN_CALIBRATION_INPUTS)
                 check_calibration_fits(config.model, calibration, config.calibration)
             bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
+        elif config.calibration:  # static INT8, compiled by the warm-up below
+            from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, read_calibration
+
+            calibration = read_calibration(config.calibration, MIN_CALIBRATION_INPUTS)
+            bert = load(config.model, device=config.device, precision=config.precision, calibration=calibration,
+                        warm_up=False)
         else:
             bert = load(config.model, device=config.device, precision=config.precision)
             bert.compile(config.compile)
