@@ -5,6 +5,8 @@ Servers (``--servers``, comma-separated):
 
 * ``bertkit fp32`` / ``bertkit int8``: ``bertkit serve`` (continuous batching); ``bertkit int8 x86``:
   the same with its INT8 layers packed for PyTorch's ``x86`` engine (``BERTKIT_INT8_ENGINE=x86``);
+  ``bertkit int8 static``: ``bertkit serve --precision int8 --calibration`` (static INT8 through
+  PyTorch 2's export route, calibrated on the first 300 sentences of ``--data``'s train.tsv);
 * ``hf fp32`` / ``hf int8``: the ``text-classification`` pipeline behind the same framework
   (FastAPI + uvicorn), every model call serialised on ONE thread (a one-worker executor:
   no thread-pool oversubscription), loaded under one intra-op thread as bertkit loads its
@@ -54,7 +56,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
+SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
            "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino int8")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
@@ -234,8 +236,8 @@ def start(server: str, args, port: int) -> subprocess.Popen:
                "--precision", precision, "--max-queue", "4096"]
         if "openvino" in server:
             cmd += ["--runtime", "openvino"]
-            if precision == "int8":
-                cmd += ["--calibration", calibration_file(args.data)]
+        if precision == "int8" and ("openvino" in server or server.endswith("static")):
+            cmd += ["--calibration", calibration_file(args.data)]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -260,7 +262,7 @@ def calibration_file(data: str) -> str:
     return str(path)
 
 
-async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 900) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -446,7 +448,8 @@ def main(argv=None) -> int:
         if ours and theirs:
             print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
-    for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit openvino fp32", "bertkit openvino int8"):
+    for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "bertkit openvino fp32",
+                 "bertkit openvino int8"):
         precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:
