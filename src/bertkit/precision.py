@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, OptionError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 TRAINING = ("auto", "fp32", "bf16", "fp16")  # int8 is an inference format
@@ -61,6 +61,19 @@ HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX,
 COMPILE_MODES = ("auto", "on", "off")
 COMPILE_HELP = ("compile the encoder with torch.compile (a C++ compiler needed): auto (where "
                 "measured clearly faster: no CPU class yet), on, or off")
+# --calibration of the inference doors (bertkit.inference.calibration reads the file)
+CALIBRATION_HELP = ("--precision int8: static INT8 calibrated on this UTF-8 text file of the model's "
+                    "task inputs, one per line (a tab between the two texts of a pair), a few hundred "
+                    "(--runtime torch: PyTorch 2's export route, pip install 'bertkit[int8-static]'; "
+                    "without the file, torch's INT8 is dynamic)")
+
+
+def check_calibration(path, precision: str, command: str) -> None:
+    """``--calibration`` is for ``--precision int8`` only: a :class:`BertkitError` naming the
+    flag otherwise (the rule of every door that takes it)."""
+    if path is not None and precision != "int8":
+        raise OptionError(f"{command}: --calibration is for --precision int8 only (static INT8 fixes its "
+                          "activation scales from it; the float precisions need none)")
 
 
 def check(precision: str, allowed: tuple[str, ...] = PRECISIONS, option: str = "--precision") -> str:

@@ -80,3 +80,30 @@ def test_serve_passes_the_tei_options(tmp_path, monkeypatch, capsys):
     assert "--payload-limit: must be >= 1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", str(directory), "--max-wait-ms", "5"])  # gone: batching never waits
+
+
+def test_predict_runs_static_int8_on_a_calibration_file_and_the_flag_needs_int8(tmp_path, capsys):
+    """``predict --precision int8 --calibration FILE``: static INT8 (pairs, a tab between the
+    two texts), answers close to fp32's; ``--calibration`` without int8 is refused by name."""
+    from bertkit.inference import static_int8
+
+    directory = make_task_model(tmp_path, "pair", hidden=32)
+    words = ["the", "man", "went", "to", "store", "he", "is", "good", "bad", "day", "night", "she", "was"]
+    lines = [" ".join(words[(i + j) % len(words)] for j in range(2 + i % 4)) + "\t" + words[(3 * i) % len(words)]
+             for i in range(24)]
+    (tmp_path / "pairs.txt").write_text("\n".join(lines) + "\n")
+    assert main(["fill-mask", str(directory), "the [MASK]", "--calibration", str(tmp_path / "pairs.txt")]) == 1
+    assert "fill-mask: --calibration is for --precision int8 only" in capsys.readouterr().err
+    if static_int8.blocker():
+        pytest.skip(static_int8.blocker())
+    rows = [{"text": "the man went", "text_pair": "he went"}, {"text": "a day", "text_pair": "a night"}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    outputs = {}
+    for name, extra in [("fp32", ["--precision", "fp32"]),
+                        ("static", ["--precision", "int8", "--calibration", str(tmp_path / "pairs.txt")])]:
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["predict", "mrpc", "--model", str(directory), "--input", str(tmp_path / "in.jsonl"),
+                     "--output", str(out), "--no-progress", *extra]) == 0
+        outputs[name] = [json.loads(line) for line in out.read_text().splitlines()]
+    for got, expected in zip(outputs["static"], outputs["fp32"]):
+        assert got["probabilities"] == pytest.approx(expected["probabilities"], abs=0.05)

@@ -17,7 +17,12 @@ import sys
 import warnings
 
 from bertkit.cli.long_text import check_window_flags
-from bertkit.cli.parsing import accept_negative_lists, add_compile_flag, add_progress_flag
+from bertkit.cli.parsing import (
+    accept_negative_lists,
+    add_calibration_flag,
+    add_compile_flag,
+    add_progress_flag,
+)
 from bertkit.errors import BertkitError
 from bertkit.finetuning.config import FinetuneConfig
 from bertkit.options import add_options, bounded, options_from_args
@@ -56,6 +61,7 @@ def _common(parser: argparse.ArgumentParser, data: bool = True, inference: bool 
                                  "quantisation on the CPU (default: %(default)s, as every "
                                  "inference door)")
         add_compile_flag(parser)
+        add_calibration_flag(parser)
     else:
         add_options(parser, FinetuneConfig, only=("device", "precision"))
     parser.add_argument("--threads", type=bounded(int, ge=1), default=None, metavar="N",
@@ -199,9 +205,12 @@ def _setup_trained(args):
 
     task, entry = _setup(args, for_training=False)
     check_model(args.model, task)  # unfinished, no trained head, another task: warnings
+    from bertkit.inference.calibration import calibration_option
+
+    calibration = calibration_option(args.calibration, args.precision, args.command)
     bert = load(args.model, args.vocab, args.lowercase, device=args.device,
                 precision=args.precision, task=task, strip_accents=args.strip_accents,
-                compile=args.compile)
+                compile=args.compile, calibration=calibration)
     return task, entry, bert
 
 

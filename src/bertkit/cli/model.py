@@ -11,7 +11,12 @@ import sys
 from pathlib import Path
 
 from bertkit.cli.long_text import add_long_text_arguments, check_window_flags, long_text_options
-from bertkit.cli.parsing import accept_negative_lists, add_compile_flag, add_progress_flag
+from bertkit.cli.parsing import (
+    accept_negative_lists,
+    add_calibration_flag,
+    add_compile_flag,
+    add_progress_flag,
+)
 from bertkit.errors import BertkitError
 from bertkit.options import bounded
 from bertkit.precision import DTYPE_PRECISIONS, INFERENCE_DEFAULT, from_dtype
@@ -31,6 +36,7 @@ def _add_loading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default=None, choices=list(DTYPE_PRECISIONS),
                         help="deprecated: use --precision (float32 = fp32, bfloat16 = bf16, float16 = fp16)")
     add_compile_flag(parser)
+    add_calibration_flag(parser)
     parser.add_argument("--batch-size", type=bounded(int, ge=1), default=32, help="inputs per forward pass")
     parser.add_argument("--max-length", type=bounded(int, ge=2), default=None,
                         help="token limit per input (default: the model's max_position_embeddings)")
@@ -93,8 +99,12 @@ def _load(args):
     if args.dtype is not None:
         precision = from_dtype(args.dtype)
         print(f"bertkit: warning: --dtype is deprecated: use --precision {precision}", file=sys.stderr)
+    from bertkit.inference.calibration import calibration_option
+
+    calibration = calibration_option(args.calibration, precision, args.command)
     return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device,
-                precision=precision, strip_accents=args.strip_accents, compile=args.compile)
+                precision=precision, strip_accents=args.strip_accents, compile=args.compile,
+                calibration=calibration)
 
 
 def _text_lines(path: str) -> list[str]:

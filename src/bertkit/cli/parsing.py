@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from bertkit.precision import COMPILE_HELP, COMPILE_MODES
+from bertkit.precision import CALIBRATION_HELP, COMPILE_HELP, COMPILE_MODES
 
 
 def accept_negative_lists(parser: argparse.ArgumentParser) -> None:
@@ -37,3 +37,9 @@ def add_compile_flag(parser: argparse.ArgumentParser, default: str = "off") -> N
     parser.add_argument("--compile", default=default, choices=COMPILE_MODES,
                         help=f"{COMPILE_HELP} (default: %(default)s; compiling BERT-Base takes "
                              "about 45 s)")
+
+
+def add_calibration_flag(parser: argparse.ArgumentParser) -> None:
+    """``--calibration FILE`` of an inference command (static INT8: bertkit.inference.
+    calibration; ``serve`` declares it in its config with the same help)."""
+    parser.add_argument("--calibration", metavar="FILE", default=None, help=CALIBRATION_HELP)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.errors import BertkitError, DataFormatError
+from bertkit.precision import check_calibration
 
 
 def _field(row, name: str):
@@ -80,3 +81,10 @@ def read_calibration(path: str | Path, minimum: int = 1) -> list[str | tuple[str
     return inputs
 
 
+
+
+def calibration_option(path: str | Path | None, precision: str, command: str) -> list | None:
+    """The inputs ``--calibration`` names for ``command`` (None without one): at least
+    :data:`MIN_CALIBRATION_INPUTS` distinct, and only with ``--precision int8``."""
+    check_calibration(path, precision, command)
+    return None if path is None else read_calibration(path, MIN_CALIBRATION_INPUTS)

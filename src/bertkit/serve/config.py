@@ -9,7 +9,13 @@ from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import OptionError
 from bertkit.options import check_config, option
-from bertkit.precision import COMPILE_HELP, COMPILE_MODES, INFERENCE_DEFAULT
+from bertkit.precision import (
+    CALIBRATION_HELP,
+    COMPILE_HELP,
+    COMPILE_MODES,
+    INFERENCE_DEFAULT,
+    check_calibration,
+)
 from bertkit.precision import HELP as PRECISION_HELP
 from bertkit.precision import INFERENCE as INFERENCE_PRECISIONS
 
@@ -36,11 +42,7 @@ class ServeConfig:
                                    "--precision fp32, bf16 where native, or int8 by NNCF static "
                                    "quantisation on --calibration; the other routes on PyTorch fp32)",
                           choices=("torch", "openvino"))
-    calibration: str | None = option(None, "--precision int8: static INT8 calibrated on this text file "
-                                           "of the model's task inputs, one per line (a tab between the two "
-                                           "texts of a pair), a few hundred (--runtime torch: PyTorch 2's "
-                                           "export route, pip install 'bertkit[int8-static]'; without it, "
-                                           "torch's INT8 is dynamic)", metavar="FILE")
+    calibration: str | None = option(None, CALIBRATION_HELP, metavar="FILE")
     host: str = option("127.0.0.1", "address to bind (127.0.0.1: this machine only)")
     port: int = option(8000, "port", ge=0, le=65535)
     workers: int = option(1, "worker processes, each with its own model copy and batcher", ge=1)
@@ -100,9 +102,7 @@ class ServeConfig:
                 raise OptionError("serve: --runtime openvino --precision int8 needs --calibration FILE "
                                   "(a few hundred inputs of the model's task: its static INT8 fixes "
                                   "activation scales from them)")
-        if self.calibration and self.precision != "int8":
-            raise OptionError("serve: --calibration is for --precision int8 only (static INT8 fixes its "
-                              "activation scales from it; the float precisions need none)")
+        check_calibration(self.calibration, self.precision, "serve")
         return self
 
     def key(self) -> str | None:
