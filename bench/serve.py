@@ -79,6 +79,9 @@ def parse_args(argv=None):
     p.add_argument("--servers", default=",".join(SERVERS[:4]), help=f"comma-separated, of: {', '.join(SERVERS)}")
     p.add_argument("--hf-batch-size", type=int, default=32, help="the batched HF servers' batch_size")
     p.add_argument("--max-seconds", type=float, default=120, help="per server and round at most")
+    p.add_argument("--server-threads", type=int, default=None, metavar="N",
+                   help="CPU threads of every server (OMP_NUM_THREADS; default: each library's own); "
+                        "1 on a machine where other jobs hold cores, or OpenMP's barriers stall")
     p.add_argument("--json")
     p.add_argument("--baseline-server", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -217,6 +220,8 @@ def free_port() -> int:
 
 def start(server: str, args, port: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if args.server_threads:  # torch's and OpenVINO's (bertkit passes torch's count on) thread count
+        env["OMP_NUM_THREADS"] = str(args.server_threads)
     if server == "bertkit embed":
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.embed_model, "--port", str(port),
                "--max-queue", "4096"]
