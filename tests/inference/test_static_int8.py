@@ -112,3 +112,11 @@ def test_load_with_calibration_texts_runs_static_int8_behind_the_engine(tmp_path
     got = [{d["label"]: d["score"] for d in row} for row in engine.predict(asked)]
     expected = [{d["label"]: d["score"] for d in row} for row in fp32.predict(asked)]
     assert all(abs(g[k] - e[k]) < 0.05 for g, e in zip(got, expected) for k in e)
+
+
+def test_activations_keep_8_bits_where_the_cpu_has_vnni(cpu_class):
+    """7-bit activations (reduce_range) only without VNNI (the AVX2 EPYC), as the dynamic route."""
+    if static_int8.blocker():
+        pytest.skip(static_int8.blocker())
+    config = static_int8.make_quantizer().global_config
+    assert config.input_activation.quant_max == (127 if cpu_class == "avx2" else 255)

@@ -95,6 +95,16 @@ def _key(row) -> tuple:
     return tuple(int(i) for i in _field(row, "input_ids")) + tuple(int(t) for t in (() if types is None else types))
 
 
+def make_quantizer():
+    """torchao's ``X86InductorQuantizer`` with its default static config, activations kept to
+    7 bits (``reduce_range``) on a CPU without VNNI, where u8 x s8 products summed in 16-bit
+    pairs can saturate (the rule of :mod:`bertkit.modeldir.int8`'s dynamic layers too)."""
+    xiq = _torchao()[0]
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(reduce_range=not cpu.cpu_has_vnni()))
+    return quantizer
+
+
 class _Plain(torch.nn.Module):
     """The encoder's plain forward pass as a module of tensors in and out (what export takes)."""
 
@@ -127,15 +137,14 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
                            + (f", not one prepared for {stored}" if stored else ""))
     if bf16 is None:
         bf16 = cpu.cpu_bf16_support().native
-    xiq, prepare_pt2e, convert_pt2e = _torchao()
+    _, prepare_pt2e, convert_pt2e = _torchao()
     # inductor's INT8 lowering copy-constructs tensors; its advice is for torch, not the user
     warnings.filterwarnings("ignore", message="To copy construct from a tensor", category=UserWarning)
     encoder = model.encoder_model()
     eager = encoder.forward
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
     length = torch.export.Dim("length", min=2, max=model.config.max_position_embeddings)
-    quantizer = xiq.X86InductorQuantizer()
-    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
+    quantizer = make_quantizer()
     with torch.no_grad():
         graph = torch.export.export(_Plain(encoder), tuple(calibration[0]),
                                     dynamic_shapes=({0: batch, 1: length},) * 3).module()
