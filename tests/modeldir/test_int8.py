@@ -102,6 +102,8 @@ def test_few_rows_run_on_the_second_packing_with_the_same_weights(tmp_path, monk
     quantized = torch.backends.quantized
     if not {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) or INT8_ENGINE == int8.SMALL_ENGINE:
         pytest.skip("needs both INT8 engines")
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx2")  # a class measured with a second packing
+    monkeypatch.delenv("BERTKIT_INT8_SMALL_ROWS", raising=False)
     directory = make_task_model(tmp_path, "classify")
     model = quantize_int8(load_model(directory))
     layers = [m for m in model.modules() if isinstance(m, int8._dynamic_linear())]
