@@ -7,7 +7,7 @@
 # Results (logs, results.json, table5.md; no weights) are packed into $OUT/results.tgz every
 # 20 s, so a run stopped at its limit still returns what finished.
 #
-#   BUNDLE=.gpu OUT=/tmp/out LIMIT=480 bash bench/sizes_gpu.sh
+#   BUNDLE=.gpu OUT=runs/sizes-gpu-out LIMIT=480 bash bench/sizes_gpu.sh
 #
 # BUNDLE holds what the machine lacks: ptdata.tgz (data-train/ and data-eval/ of the recipe's
 # PT_DATA, made here by bench/table5.sh), glue/ (SST-2 MRPC STS-B RTE CoLA) and vocab.txt.

@@ -12,7 +12,7 @@ pytest.importorskip("onnx")
 from bertkit.checkpoint import load_tokenizer  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
 from bertkit.inference import openvino as bov  # noqa: E402
-from bertkit.inference.calibration import read_calibration  # noqa: E402
+from bertkit.inference.calibration import pad_rows, read_calibration  # noqa: E402
 from bertkit.modeldir.int8 import load_model  # noqa: E402
 from tests.task_models import make_task_model  # noqa: E402
 
@@ -50,7 +50,7 @@ def test_static_int8_is_quantised_and_close_to_fp32(tmp_path):
     xml = bov.convert(directory, tmp_path / "q", int8=True, calibration=bov.calibration_batches(rows, 2))
     graph = ov.Core().read_model(str(xml))
     assert sum(op.get_type_name() == "FakeQuantize" for op in graph.get_ops()) >= 8
-    feeds = bov.pad_rows([e.input_ids for e in tok.encode_batch(TEXTS[:4])])
+    feeds = pad_rows([e.input_ids for e in tok.encode_batch(TEXTS[:4])])
     ids, types, mask = (torch.from_numpy(feeds[k]) for k in ("input_ids", "token_type_ids", "attention_mask"))
     with torch.no_grad():
         ref = model(ids, types, mask).logits

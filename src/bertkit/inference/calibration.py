@@ -40,9 +40,25 @@ def pad_rows(rows: Sequence, pad_id: int = 0) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
+def padded_batches(rows: Sequence, batch_size: int) -> list[dict[str, np.ndarray]]:
+    """:func:`pad_rows` of every ``batch_size`` rows in turn (the last batch may be shorter)."""
+    if not rows:
+        raise BertkitError("INT8 calibration needs at least one example of real text")
+    return [pad_rows(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
+
+
+def texts_and_pairs(inputs: Sequence[str | tuple[str, str]]) -> tuple[list[str], list[str] | None]:
+    """Calibration inputs (as :func:`read_calibration` gives them, or a caller's list) split
+    (a pair: a tuple or list of two) into the first texts and the second ones (None for
+    single texts); a
+    :class:`BertkitError` for a list mixing the two kinds."""
+    pairs = [tuple(x) for x in inputs if isinstance(x, tuple | list)]
+    if pairs and len(pairs) != len(inputs):
+        raise BertkitError("calibration mixes single texts and (text, pair) tuples: the model takes one or the other")
+    return ([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (list(inputs), None)
+
+
 CALIBRATION_MAX_BYTES = 64 << 20
-
-
 MIN_CALIBRATION_INPUTS = 16  # serve's floor: one line (or one line 30 times) flipped SST-2 answers
 
 
@@ -79,8 +95,6 @@ def read_calibration(path: str | Path, minimum: int = 1) -> list[str | tuple[str
                                     f"{minimum} different texts of the model's task (a few hundred is usual), or its "
                                     "activation ranges fit those texts alone and answers change")
     return inputs
-
-
 
 
 def calibration_option(path: str | Path | None, precision: str, command: str) -> list | None:

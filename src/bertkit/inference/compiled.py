@@ -78,7 +78,8 @@ def decide(mode: str, precision: str, device: torch.device | str, model=None,
 def _blocker(precision: str, on_cpu: bool, model) -> str | None:
     """Why this model cannot be compiled here, or ``None``."""
     if precision == "int8":
-        return "INT8's quantised layers do not compile (use bf16 or fp32)"
+        return ("INT8's dynamic layers do not compile (use bf16 or fp32; --calibration FILE gives static "
+                "INT8, which is compiled)")
     if on_cpu and cxx_compiler() is None:
         return "no C++ compiler found (inductor needs g++ or clang++ on the CPU; set $CXX)"
     if model is not None and getattr(model.config, "attention_impl", "padded") == "unpadded":

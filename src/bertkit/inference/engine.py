@@ -360,17 +360,14 @@ def _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase,
         raise BertkitError("calibration is for precision int8 of a float model directory "
                            f"(this load: precision {precision}"
                            + (", an INT8 directory" if is_int8_dir(model_dir) else "") + ")")
+    from bertkit.inference.calibration import texts_and_pairs
+
+    texts, pairs = texts_and_pairs(calibration)
     with cpu.loading_for_inference(True):
-        model = task.build_model(model_dir) if task is not None else load_model(
-            model_dir, model_class or getattr(task, "model_class", None), "fp32")
+        model = task.build_model(model_dir) if task is not None else load_model(model_dir, model_class, "fp32")
     bert = BertInference(model, load_tokenizer(model_dir, vocab, lowercase, strip_accents), device="cpu",
                          source=str(model_dir), precision="fp32")
-    pairs = [c for c in calibration if isinstance(c, tuple)]
-    if pairs and len(pairs) != len(calibration):
-        raise BertkitError("calibration mixes single texts and (text, pair) tuples: the model takes one or the other")
-    texts = [c[0] for c in calibration] if pairs else list(calibration)
-    encodings = bert.tokenizer.encode_batch(texts, [c[1] for c in pairs] if pairs else None,
-                                            max_length=bert.max_length, truncation="longest_first")
+    encodings = bert.tokenizer.encode_batch(texts, pairs, max_length=bert.max_length, truncation="longest_first")
     static_int8.quantize_static(bert.model, static_int8.calibration_batches(encodings))
     bert.precision, bert.precision_reason = "int8", f"int8: static, calibrated on {len(calibration)} inputs"
     bert.compile_reason = "static INT8 is compiled (torch.compile, frozen weights)"

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, DataFormatError
-from bertkit.inference.calibration import pad_rows
+from bertkit.inference.calibration import padded_batches, texts_and_pairs
 from bertkit.inference.engine import BertInference
 from bertkit.inference.export import INPUTS
 from bertkit.model.outputs import ModelOutput
@@ -61,9 +61,7 @@ def native_bf16() -> bool:
 def calibration_batches(rows: Sequence, batch_size: int = 1) -> list[dict[str, np.ndarray]]:
     """Calibration inputs from rows of real text (token-id lists or encodings, each
     ``[CLS] ... [SEP]``), ``batch_size`` rows a batch."""
-    if not rows:
-        raise BertkitError("INT8 calibration needs at least one example of real text")
-    return [pad_rows(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
+    return padded_batches(rows, batch_size)
 
 
 def convert(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
@@ -219,8 +217,7 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
         if not calibration:
             raise BertkitError("OpenVINO int8 needs calibration texts of the model's task "
                                "(a few hundred), never random ids")
-        texts = [c[0] if isinstance(c, tuple | list) else c for c in calibration]
-        pairs = [c[1] for c in calibration] if all(isinstance(c, tuple | list) for c in calibration) else None
+        texts, pairs = texts_and_pairs(calibration)
         limit = min(model.config.max_position_embeddings, 512)
         batches = calibration_batches(tokenizer.encode_batch(texts, pairs, max_length=limit))
     keep = None

@@ -37,7 +37,7 @@ import torch
 
 from bertkit import cpu
 from bertkit.errors import BertkitError
-from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, pad_rows
+from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded_batches
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
 
@@ -82,11 +82,8 @@ def calibration_batches(rows: Sequence, batch_size: int = 8) -> list[tuple[torch
     if len(distinct) < MIN_CALIBRATION_INPUTS:
         raise BertkitError(f"static INT8 calibration needs at least {MIN_CALIBRATION_INPUTS} distinct inputs "
                            f"of real text, got {len(distinct)}")
-    batches = []
-    for start in range(0, len(rows), batch_size):
-        feeds = pad_rows(rows[start : start + batch_size])
-        batches.append(tuple(torch.from_numpy(feeds[name]) for name in ("input_ids", "token_type_ids", "attention_mask")))
-    return batches
+    names = ("input_ids", "token_type_ids", "attention_mask")
+    return [tuple(torch.from_numpy(feeds[n]) for n in names) for feeds in padded_batches(rows, batch_size)]
 
 
 def _key(row) -> tuple:

@@ -208,7 +208,8 @@ def half_linears(model: nn.Module, precision: str) -> nn.Module:
     On a CPU whose oneDNN computes bf16 (:func:`can_pack_bf16`), each bf16 layer becomes a
     :class:`PackedLinear`: its weight reordered once into the blocked layout oneDNN's kernels
     (AMX, avx512_bf16) read, instead of at every call. The answers are the same bit for bit;
-    the products at 128 rows take 0.6-0.7x the time (bench/inference.py, docs/serving-results.md)."""
+    on the Intel Xeon with AMX the products at 128 rows took 0.6-0.7x the time (BERT-Base 1.12-1.16x
+    faster in all; docs/serving-results.md)."""
     dtype = HALF_DTYPES[precision]
     pack = dtype is torch.bfloat16 and _on_cpu(model) and can_pack_bf16()
     for name in _quantisable(model):
