@@ -63,9 +63,10 @@ COMPILE_HELP = ("compile the encoder with torch.compile (a C++ compiler needed):
                 "measured clearly faster: no CPU class yet), on, or off")
 # --calibration of the inference doors (bertkit.inference.calibration reads the file)
 CALIBRATION_HELP = ("--precision int8: static INT8 calibrated on this UTF-8 text file of the model's "
-                    "task inputs, one per line (a tab between the two texts of a pair), a few hundred "
+                    "task inputs, one per line (a tab between the two texts of a pair), a few hundred, or "
+                    "'saved': the training inputs bertkit finetune saved with the model (calibration.jsonl) "
                     "(--runtime torch: PyTorch 2's export route, pip install 'bertkit[int8-static]'; "
-                    "without the file, torch's INT8 is dynamic)")
+                    "without it, torch's INT8 is dynamic, except that serve takes 'saved' where it can)")
 
 
 def check_calibration(path, precision: str, command: str) -> None:

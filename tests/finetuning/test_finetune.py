@@ -80,8 +80,23 @@ def test_toy_task_is_learned_and_the_best_model_saved(trained, toy_dir):
     assert (out / "vocab.txt").is_file() and (out / "results.json").is_file()
     predictions = [json.loads(x) for x in (out / "predictions_dev.jsonl").read_text().splitlines()]
     assert len(predictions) == 48 and set(predictions[0]["probabilities"]) == {"negative", "positive"}
+    from bertkit.inference.calibration import saved_calibration
+
+    rows = saved_calibration(out)  # static INT8's inputs: training's own
+    trained_on = {tuple(f["input_ids"].tolist()) for f in featurize_toy_train(toy_dir, out)}
+    assert len(rows) == min(300, len(trained_on)) and {tuple(r["input_ids"]) for r in rows} <= trained_on
     events = [r["event"] for r in read_log(out / "log.jsonl")]
     assert events.count("eval") == FAST["epochs"] and events[-1] == "best"
+
+
+def featurize_toy_train(toy_dir, model_dir) -> list[dict]:
+    """The toy training set's features as fine-tuning made them."""
+    from bertkit.checkpoint import load_tokenizer
+    from bertkit.tasks.base import featurize
+
+    task = get_task("sst2")
+    return featurize(task, task.read(toy_dir, "train"), load_tokenizer(model_dir), FAST["max_seq_length"],
+                     True, "train").features
 
 
 @pytest.mark.parametrize("hidden", [32, 256])

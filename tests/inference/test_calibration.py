@@ -45,3 +45,55 @@ def test_a_calibration_of_too_few_distinct_or_the_wrong_kind_of_inputs_is_refuse
     mlm = make_task_model(tmp_path, "mlm")
     with pytest.raises(BertkitError, match="quantises a task head, and this model has none"):
         openvino.check_calibration_fits(mlm, [f"text {k}" for k in range(20)], "texts.txt")
+
+
+def _features() -> list[dict]:
+    """Task features: single rows, and one multiple-choice feature of two rows padded to 6."""
+    import numpy as np
+
+    single = [{"input_ids": np.array([2, 5 + k, 6 + k, 3]), "token_type_ids": np.zeros(4, dtype=int)} for k in range(20)]
+    choice = {"input_ids": np.array([[2, 7, 8, 3, 9, 3], [2, 7, 3, 9, 0, 0]]),
+              "token_type_ids": np.array([[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 0, 0]]),
+              "attention_mask": np.array([[1] * 6, [1, 1, 1, 1, 0, 0]])}
+    return single + [choice, single[0]]  # a duplicate too
+
+
+def test_finetune_saves_distinct_training_rows_that_calibration_saved_reads(tmp_path):
+    """``bertkit finetune`` writes ``calibration.jsonl``; ``--calibration saved`` reads it back:
+    each row the tokens of one encoder input (a multiple-choice feature's rows each, without
+    their padding), no duplicate, at most ``count``."""
+    written = calibration.save_calibration(tmp_path, _features())
+    rows = calibration.saved_calibration(tmp_path)
+    assert written == len(rows) == 22  # 20 single rows + 2 choices; the duplicate once
+    assert {"input_ids": [2, 7, 3, 9], "token_type_ids": [0, 0, 0, 1]} in rows  # padding cut
+    assert len({tuple(r["input_ids"]) for r in rows}) == 22
+    assert calibration.save_calibration(tmp_path, _features(), count=5) == 5
+    assert len(calibration.saved_calibration(tmp_path)) == 5
+    assert calibration.saved_calibration(tmp_path / "absent") is None
+
+
+def test_calibration_saved_names_the_missing_short_or_broken_file(tmp_path):
+    from bertkit.errors import DataFormatError
+
+    with pytest.raises(BertkitError, match="--calibration is for --precision int8"):
+        calibration.calibration_option("saved", "fp32", "predict", tmp_path)
+    with pytest.raises(BertkitError, match=r"predict: --calibration saved: .* has no calibration.jsonl"):
+        calibration.calibration_option("saved", "int8", "predict", tmp_path)
+    calibration.save_calibration(tmp_path, _features(), count=5)
+    with pytest.raises(DataFormatError, match="calibration.jsonl: 5 calibration input"):
+        calibration.calibration_option("saved", "int8", "predict", tmp_path)
+    calibration.save_calibration(tmp_path, _features())
+    assert len(calibration.calibration_option("saved", "int8", "predict", tmp_path)) == 22
+    path = tmp_path / calibration.CALIBRATION_FILE
+    path.write_text(path.read_text() + '{"input_ids": [2, 3], "token_type_ids": [0]}\n')
+    with pytest.raises(DataFormatError, match=r"calibration.jsonl:23: one JSON object per line"):
+        calibration.saved_calibration(tmp_path)
+
+
+def test_saved_rows_must_fit_the_model_they_calibrate(tmp_path):
+    rows = [{"input_ids": [2, 5 + k, 3], "token_type_ids": [0, 0, 0]} for k in range(20)]
+    assert calibration.encoder_rows(rows, None, 8, 100) == rows
+    with pytest.raises(BertkitError, match="line 20 does not fit this model"):
+        calibration.encoder_rows(rows, None, 8, 24)  # id 24 of a 24-token vocabulary
+    with pytest.raises(BertkitError, match="line 1 does not fit"):
+        calibration.encoder_rows(rows, None, 2, 100)

@@ -52,3 +52,40 @@ def test_the_server_runs_static_int8_on_a_calibration_file(make_mlm_dir, tmp_pat
     asked = ["the man went to the store", "hello"]
     fp32 = load(directory, precision="fp32").embed(asked)
     assert np.abs(bert.embed(asked) - fp32).max() < 0.1 * np.abs(fp32).max()
+
+
+def test_an_int8_server_takes_the_inputs_a_fine_tuned_directory_saved(make_mlm_dir, monkeypatch, capsys):
+    """``serve --precision int8`` of a directory with ``calibration.jsonl`` (``bertkit finetune``
+    writes it): static INT8 on those inputs where the route can run, dynamic INT8 with a line
+    saying why where it cannot; other precisions and an explicit file leave it alone."""
+    from bertkit.inference import static_int8
+    from bertkit.inference.calibration import save_calibration
+    from bertkit.serve.app import serve_calibration
+
+    directory = make_mlm_dir(32)
+    assert serve_calibration(ServeConfig(model=str(directory), precision="int8")) is None  # nothing saved
+    save_calibration(directory, [{"input_ids": np.array([2, 5 + k, 6, 3])} for k in range(20)])
+    monkeypatch.setattr(static_int8, "blocker", lambda: None)
+    rows = serve_calibration(ServeConfig(model=str(directory), precision="int8"))
+    assert len(rows) == 20 and rows[0]["token_type_ids"] == [0, 0, 0, 0]
+    assert serve_calibration(ServeConfig(model=str(directory), precision="fp32")) is None
+    monkeypatch.setattr(static_int8, "blocker", lambda: "static INT8 needs torchao")
+    assert serve_calibration(ServeConfig(model=str(directory), precision="int8")) is None
+    assert "saved calibration inputs for static INT8, but static INT8 needs torchao; serving dynamic INT8" \
+        in capsys.readouterr().err
+    openvino = ServeConfig(model=str(directory), runtime="openvino", precision="int8").check()  # no file needed
+    assert len(serve_calibration(openvino)) == 20
+
+
+@pytest.mark.slow
+def test_the_server_compiles_static_int8_from_the_saved_inputs(make_mlm_dir, capsys):
+    from bertkit.inference import static_int8
+    from bertkit.inference.calibration import save_calibration
+
+    if static_int8.blocker():
+        pytest.skip(static_int8.blocker())
+    directory = make_mlm_dir(32)
+    save_calibration(directory, [{"input_ids": np.array([2, 5 + k, 6 + k % 3, 3])} for k in range(20)])
+    bert = load_model(ServeConfig(model=str(directory), precision="int8").check())
+    assert getattr(bert.model, "bertkit_static_int8", False)
+    assert "int8: static, calibrated on 20 inputs (its calibration.jsonl)" in capsys.readouterr().err

@@ -207,7 +207,7 @@ def _setup_trained(args):
     check_model(args.model, task)  # unfinished, no trained head, another task: warnings
     from bertkit.inference.calibration import calibration_option
 
-    calibration = calibration_option(args.calibration, args.precision, args.command)
+    calibration = calibration_option(args.calibration, args.precision, args.command, args.model)
     bert = load(args.model, args.vocab, args.lowercase, device=args.device,
                 precision=args.precision, task=task, strip_accents=args.strip_accents,
                 compile=args.compile, calibration=calibration)

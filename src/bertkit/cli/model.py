@@ -101,7 +101,7 @@ def _load(args):
         print(f"bertkit: warning: --dtype is deprecated: use --precision {precision}", file=sys.stderr)
     from bertkit.inference.calibration import calibration_option
 
-    calibration = calibration_option(args.calibration, precision, args.command)
+    calibration = calibration_option(args.calibration, precision, args.command, args.model)
     return load(args.model, vocab=args.vocab, lowercase=args.lowercase, device=args.device,
                 precision=precision, strip_accents=args.strip_accents, compile=args.compile,
                 calibration=calibration)

@@ -22,7 +22,9 @@ Contract of :func:`finetune` (``task``: :class:`~bertkit.tasks.base.Task`):
   metric of the first eval split (``select="last"``: only final epochs compete), the model
   is written to ``out_dir`` with :func:`~bertkit.checkpoint.save_pretrained` (tokenizer, label
   names, task name and options, hyper-parameters, dev metrics), the family's own files
-  (:meth:`~bertkit.tasks.base.Task.write_model_files`) and ``predictions_<split>.jsonl``; ``out_dir/results.json`` holds the table.
+  (:meth:`~bertkit.tasks.base.Task.write_model_files`), ``predictions_<split>.jsonl`` and
+  ``calibration.jsonl`` (300 training inputs, static INT8's calibration: ``--calibration
+  saved``); ``out_dir/results.json`` holds the table.
 
 Under ``torchrun`` (several processes; gloo on the CPU, NCCL on GPUs, the process group
 started by :func:`~bertkit.training.distributed.init_distributed`) ``cfg.batch`` stays the
@@ -415,7 +417,7 @@ def _finetune(task: Task, model_dir, data_dir, run_dir: RunDir, cfg: FinetuneCon
                 best["score"] = _score(metrics, main)
                 if ctx.is_main:
                     _save_model(task, model, hyper, epoch, metrics, raw, cfg, model_dir, run_dir,
-                                tokenizer, sets)
+                                tokenizer, sets, train)
         if n == 1 and getattr(task, "load_notes", None):
             logger.log(event="model_notes", notes=task.load_notes)
         chosen = _chosen_epoch(history, main, cfg.select)
@@ -438,10 +440,12 @@ def _finetune(task: Task, model_dir, data_dir, run_dir: RunDir, cfg: FinetuneCon
 
 
 def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw: list,
-                cfg: FinetuneConfig, model_dir, run_dir: RunDir, tokenizer, sets) -> None:
-    """Write the model of (``hyper``, ``epoch``) with its predictions to the run directory,
-    as a whole (staged, then published)."""
+                cfg: FinetuneConfig, model_dir, run_dir: RunDir, tokenizer, sets, train: FeatureSet) -> None:
+    """Write the model of (``hyper``, ``epoch``) with its predictions and its static-INT8
+    calibration inputs (training inputs, :func:`bertkit.inference.calibration.save_calibration`)
+    to the run directory, as a whole (staged, then published)."""
     from bertkit.checkpoint import save_pretrained
+    from bertkit.inference.calibration import save_calibration
 
     record = {"hyper": asdict(hyper), "epoch": epoch, "metrics": metrics,
               "max_seq_length": cfg.max_seq_length, "source_model": str(model_dir),
@@ -452,6 +456,7 @@ def _save_model(task: Task, model, hyper: Hyper, epoch: int, metrics: dict, raw:
     save_pretrained(model, staging, tokenizer=tokenizer, extra_config=extra)
     task.write_model_files(staging, model, cfg.max_seq_length)
     write_predictions(task, sets, raw, staging)
+    save_calibration(staging, train.features)
     run_dir.publish()
 
 

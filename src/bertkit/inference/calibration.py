@@ -1,9 +1,12 @@
 """Calibration inputs for static INT8 (OpenVINO's NNCF route, :mod:`bertkit.inference.openvino`,
 and PyTorch 2's export route, :mod:`bertkit.inference.static_int8`): real text of the model's
-task read from a file, its floor of distinct inputs, and rows padded into a batch."""
+task read from a file, its floor of distinct inputs, and rows padded into a batch; and a
+fine-tuned directory's own inputs (``calibration.jsonl``: token ids of training inputs, written
+by ``bertkit finetune``, named ``--calibration saved``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,6 +61,21 @@ def texts_and_pairs(inputs: Sequence[str | tuple[str, str]]) -> tuple[list[str],
     return ([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (list(inputs), None)
 
 
+def encoder_rows(inputs: Sequence, tokenizer, max_length: int, vocab_size: int) -> list:
+    """Calibration inputs as encoder rows: texts or ``(text, pair)`` tuples tokenised as the
+    engine tokenises its inputs (truncated to ``max_length``), or saved token rows
+    (:func:`saved_calibration`) as they are, checked against the model (ids below
+    ``vocab_size``, at most ``max_length`` tokens): a :class:`BertkitError` otherwise."""
+    if inputs and isinstance(inputs[0], dict):
+        for number, row in enumerate(inputs, 1):
+            if len(row["input_ids"]) > max_length or max(row["input_ids"]) >= vocab_size:
+                raise BertkitError(f"{CALIBRATION_FILE}: line {number} does not fit this model (more than "
+                                   f"{max_length} tokens, or an id outside its {vocab_size}-token vocabulary)")
+        return list(inputs)
+    texts, pairs = texts_and_pairs(inputs)
+    return tokenizer.encode_batch(texts, pairs, max_length=max_length, truncation="longest_first")
+
+
 CALIBRATION_MAX_BYTES = 64 << 20
 MIN_CALIBRATION_INPUTS = 16  # serve's floor: one line (or one line 30 times) flipped SST-2 answers
 
@@ -97,8 +115,72 @@ def read_calibration(path: str | Path, minimum: int = 1) -> list[str | tuple[str
     return inputs
 
 
-def calibration_option(path: str | Path | None, precision: str, command: str) -> list | None:
-    """The inputs ``--calibration`` names for ``command`` (None without one): at least
-    :data:`MIN_CALIBRATION_INPUTS` distinct, and only with ``--precision int8``."""
+CALIBRATION_FILE = "calibration.jsonl"  # a fine-tuned directory's own calibration inputs
+CALIBRATION_ROWS = 300  # how many finetune saves: the accuracy runs calibrated on 300
+SAVED = "saved"  # --calibration saved: the model directory's CALIBRATION_FILE
+
+
+def save_calibration(directory: str | Path, features: Sequence[dict], count: int = CALIBRATION_ROWS,
+                     seed: int = 0) -> int:
+    """Write ``count`` distinct encoder inputs drawn (``seed``) from training ``features`` (task
+    feature dicts; a multiple-choice feature's (K, L) rows count one each) to ``directory /
+    CALIBRATION_FILE``, one JSON object ``{"input_ids", "token_type_ids"}`` per line: the
+    tokens the model was fine-tuned on, truncated as in training. Returns how many rows."""
+    rows: dict[tuple, dict] = {}
+    for i in np.random.default_rng(seed).permutation(len(features)):
+        ids = np.atleast_2d(features[i]["input_ids"])
+        types = np.atleast_2d(features[i].get("token_type_ids", np.zeros_like(ids)))
+        masks = np.atleast_2d(features[i].get("attention_mask", np.ones_like(ids)))  # rows padded to the K's longest
+        for row_ids, row_types, row_mask in zip(ids, types, masks):
+            real = int(row_mask.sum())
+            row = {"input_ids": row_ids[:real].tolist(), "token_type_ids": row_types[:real].tolist()}
+            rows.setdefault(tuple(row["input_ids"] + row["token_type_ids"]), row)
+        if len(rows) >= count:
+            break
+    chosen = list(rows.values())[:count]
+    with open(Path(directory) / CALIBRATION_FILE, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in chosen)
+    return len(chosen)
+
+
+def saved_calibration(model_dir: str | Path) -> list[dict] | None:
+    """The rows :func:`save_calibration` wrote in ``model_dir`` (None if it has none); a
+    :class:`DataFormatError` naming the file and line for a malformed one."""
+    path = Path(model_dir) / CALIBRATION_FILE
+    if not path.is_file():
+        return None
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                ok = (isinstance(row, dict) and len(row.get("input_ids") or ()) >= 2
+                      and len(row.get("token_type_ids") or ()) == len(row["input_ids"])
+                      and all(isinstance(i, int) and i >= 0 for i in row["input_ids"] + row["token_type_ids"]))
+            except json.JSONDecodeError:
+                ok = False
+            if not ok:
+                raise DataFormatError(path, 'one JSON object per line, {"input_ids": [...], "token_type_ids": '
+                                            "[...]} of equal length (written by bertkit finetune)", number)
+            rows.append(row)
+    return rows
+
+
+def calibration_option(path: str | Path | None, precision: str, command: str,
+                       model_dir: str | Path | None = None) -> list | None:
+    """The inputs ``--calibration`` names for ``command`` (None without one): a file's (at least
+    :data:`MIN_CALIBRATION_INPUTS` distinct), or with :data:`SAVED` ``model_dir``'s own
+    (:func:`saved_calibration`); only with ``--precision int8``."""
     check_calibration(path, precision, command)
-    return None if path is None else read_calibration(path, MIN_CALIBRATION_INPUTS)
+    if path is None:
+        return None
+    if str(path) != SAVED:
+        return read_calibration(path, MIN_CALIBRATION_INPUTS)
+    rows = saved_calibration(model_dir) if model_dir is not None else None
+    if rows is None:
+        raise BertkitError(f"{command}: --calibration {SAVED}: {model_dir} has no {CALIBRATION_FILE} (bertkit "
+                           "finetune writes one with the model); pass a file of the model's task inputs instead")
+    if len(rows) < MIN_CALIBRATION_INPUTS:
+        raise DataFormatError(Path(model_dir) / CALIBRATION_FILE, f"{len(rows)} calibration input(s): INT8 "
+                                                                  f"calibration needs at least {MIN_CALIBRATION_INPUTS}")
+    return rows

@@ -310,7 +310,8 @@ def load(
     compiled.decide`): the encoder runs through ``torch.compile``, its graphs built before
     this returns (``bertkit serve`` compiles under ``auto`` by default).
     ``calibration``: with ``precision="int8"``, texts (or ``(text, pair)`` tuples) of the
-    model's task, at least 16 distinct: the encoder then runs static INT8
+    model's task, at least 16 distinct, or the token rows a fine-tuned directory saved
+    (:func:`bertkit.inference.calibration.saved_calibration`): the encoder then runs static INT8
     (:mod:`bertkit.inference.static_int8`, calibrated on them and compiled before this
     returns) instead of dynamic INT8. ``warm_up=False``: compiled graphs are built at the first
     forward passes (or by :meth:`BertInference.warm_up`, in the thread whose thread count their
@@ -360,16 +361,16 @@ def _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase,
         raise BertkitError("calibration is for precision int8 of a float model directory "
                            f"(this load: precision {precision}"
                            + (", an INT8 directory" if is_int8_dir(model_dir) else "") + ")")
-    from bertkit.inference.calibration import texts_and_pairs
+    from bertkit.inference.calibration import CALIBRATION_FILE, encoder_rows
 
-    texts, pairs = texts_and_pairs(calibration)
     with cpu.loading_for_inference(True):
         model = task.build_model(model_dir) if task is not None else load_model(model_dir, model_class, "fp32")
     bert = BertInference(model, load_tokenizer(model_dir, vocab, lowercase, strip_accents), device="cpu",
                          source=str(model_dir), precision="fp32")
-    encodings = bert.tokenizer.encode_batch(texts, pairs, max_length=bert.max_length, truncation="longest_first")
-    static_int8.quantize_static(bert.model, static_int8.calibration_batches(encodings))
-    bert.precision, bert.precision_reason = "int8", f"int8: static, calibrated on {len(calibration)} inputs"
+    rows = encoder_rows(calibration, bert.tokenizer, bert.max_length, model.config.vocab_size)
+    static_int8.quantize_static(bert.model, static_int8.calibration_batches(rows))
+    source = f" (its {CALIBRATION_FILE})" if calibration and isinstance(calibration[0], dict) else ""
+    bert.precision, bert.precision_reason = "int8", f"int8: static, calibrated on {len(calibration)} inputs{source}"
     bert.compile_reason = "static INT8 is compiled (torch.compile, frozen weights)"
     return bert
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, DataFormatError
-from bertkit.inference.calibration import padded_batches, texts_and_pairs
+from bertkit.inference.calibration import encoder_rows, padded_batches
 from bertkit.inference.engine import BertInference
 from bertkit.inference.export import INPUTS
 from bertkit.model.outputs import ModelOutput
@@ -202,7 +202,7 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
     """``model_dir`` (a float model directory) converted to OpenVINO and loaded behind the
     inference engine. ``precision``: ``fp32``, ``bf16`` (native-bf16 CPUs only), ``int8``
     (NNCF static quantisation calibrated on ``calibration``: texts, or ``(text, pair)`` tuples,
-    of the model's own task: a few hundred) or ``auto`` (:func:`bertkit.precision.resolve`'s
+    of the model's own task, a few hundred, or the token rows a fine-tuned directory saved) or ``auto`` (:func:`bertkit.precision.resolve`'s
     CPU rule: bf16 where native, else fp32; never int8). The converted model is written to
     ``out_dir`` (default: a temporary folder, removed with the returned object)."""
     from bertkit.checkpoint import load_tokenizer
@@ -217,9 +217,8 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
         if not calibration:
             raise BertkitError("OpenVINO int8 needs calibration texts of the model's task "
                                "(a few hundred), never random ids")
-        texts, pairs = texts_and_pairs(calibration)
         limit = min(model.config.max_position_embeddings, 512)
-        batches = calibration_batches(tokenizer.encode_batch(texts, pairs, max_length=limit))
+        batches = calibration_batches(encoder_rows(calibration, tokenizer, limit, model.config.vocab_size))
     keep = None
     if out_dir is None:
         keep = tempfile.TemporaryDirectory(prefix="bertkit-openvino-")

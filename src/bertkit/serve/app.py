@@ -609,19 +609,12 @@ def load_model(config: ServeConfig):
     # (an OpenMP thread team beside the worker's, on two cores) the worker's single-sentence
     # passes were 1.4-1.6x slower (BERT-Base: 115-127 ms instead of 77-82; docs/serving.md).
     with torch_threads(1):
+        calibration = serve_calibration(config)
         if config.runtime == "openvino":
-            from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, read_calibration
-            from bertkit.inference.openvino import check_calibration_fits, load_openvino
+            from bertkit.inference.openvino import load_openvino
 
-            calibration = None
-            if config.calibration:
-                calibration = read_calibration(config.calibration, MIN_CALIBRATION_INPUTS)
-                check_calibration_fits(config.model, calibration, config.calibration)
             bert = load_openvino(config.model, config.precision, calibration, threads=config.threads)
-        elif config.calibration:  # static INT8, compiled by the warm-up below
-            from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, read_calibration
-
-            calibration = read_calibration(config.calibration, MIN_CALIBRATION_INPUTS)
+        elif calibration:  # static INT8, compiled by the warm-up below
             bert = load(config.model, device=config.device, precision=config.precision, calibration=calibration,
                         warm_up=False)
         else:
@@ -636,6 +629,38 @@ def load_model(config: ServeConfig):
           f"{bert.served_precision} ({bert.precision_reason}), compile: {bert.compile_reason}",
           file=sys.stderr, flush=True)
     return bert
+
+
+def serve_calibration(config: ServeConfig) -> list | None:
+    """The static-INT8 calibration inputs the server uses: ``--calibration``'s (a file's, or the
+    model directory's with ``saved``); without the flag, at ``--precision int8`` of a float
+    directory that saved its training inputs (``bertkit finetune`` does), those, where static
+    INT8 can run (a server pays its compilation once and keeps the faster, 8-bit route); else
+    None (dynamic INT8, with a line saying why where saved inputs went unused)."""
+    from pathlib import Path
+
+    from bertkit.inference.calibration import CALIBRATION_FILE, SAVED, calibration_option
+    from bertkit.modeldir.int8 import is_int8_dir
+
+    if config.calibration:
+        rows = calibration_option(config.calibration, config.precision, "serve", config.model)
+        if config.runtime == "openvino" and str(config.calibration) != SAVED:
+            from bertkit.inference.openvino import check_calibration_fits
+
+            check_calibration_fits(config.model, rows, config.calibration)
+        return rows
+    saved = Path(config.model) / CALIBRATION_FILE
+    if config.precision != "int8" or not saved.is_file() or is_int8_dir(config.model):
+        return None
+    if config.runtime == "torch":
+        from bertkit.inference import static_int8
+
+        why = static_int8.blocker()
+        if why:
+            print(f"bertkit serve: {config.model} saved calibration inputs for static INT8, but {why}; "
+                  "serving dynamic INT8", file=sys.stderr, flush=True)
+            return None
+    return calibration_option(SAVED, config.precision, "serve", config.model)
 
 
 def app_from_env() -> FastAPI:
