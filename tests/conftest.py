@@ -36,6 +36,12 @@ def shared():
     return shared_path
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compiled_package_cache(tmp_path_factory):
+    """Compiled static-INT8 packages go to the session's own folder, not the user's cache."""
+    os.environ["BERTKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("bertkit-cache"))
+
+
 # The CPU classes the precision-sensitive tests run as, whatever this machine is
 # (bertkit.cpu's BERTKIT_CPU_CLASS): one without native bf16, where `auto` is fp32, and one
 # with it, where `auto` is bf16 for a model wide enough.

@@ -57,6 +57,35 @@ def test_what_the_graph_does_not_answer_runs_the_float_model(float_and_static):
         assert torch.equal(quantised(ids[:, :1]).logits, model(ids[:, :1]).logits)
 
 
+def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and_static):
+    """A second model with the same weights and calibration loads the package the first one
+    built (no export, calibration or compilation); another thread count is another package; a
+    damaged package is built again, and its answers are the same."""
+    model, quantised = float_and_static
+    path, _, cached = quantised.bertkit_static_int8_package
+    assert not cached and path.endswith(".pt2") and str(static_int8.cache_dir()) in path
+    calibration = static_int8.calibration_batches(rows(30, model.config.vocab_size))
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 9, 10, 3, 0, 0]])
+    with torch.inference_mode():
+        expected = quantised(ids, None, (ids > 0).long()).logits
+    again = copy.deepcopy(model)
+    static_int8.quantize_static(again, calibration)
+    with torch.inference_mode():
+        assert torch.equal(again(ids, None, (ids > 0).long()).logits, expected)
+    assert again.bertkit_static_int8_package[0] == path and again.bertkit_static_int8_package[2]
+    assert "loaded from the cache" in static_int8.describe(again)
+    with open(path, "r+b") as f:  # damaged: its runner does not load
+        f.truncate(100)
+    rebuilt = copy.deepcopy(model)
+    static_int8.quantize_static(rebuilt, calibration)
+    with torch.inference_mode():
+        assert torch.equal(rebuilt(ids, None, (ids > 0).long()).logits, expected)
+    assert rebuilt.bertkit_static_int8_package[0] == path and not rebuilt.bertkit_static_int8_package[2]
+    other = static_int8._package_key(model.encoder_model(), calibration, False, 3)
+    assert other != static_int8._package_key(model.encoder_model(), calibration, False, 1)
+    assert other != static_int8._package_key(model.encoder_model(), calibration[:-1], False, 3)
+
+
 def test_calibration_needs_sixteen_distinct_texts():
     with pytest.raises(BertkitError, match="at least 16 distinct inputs of real text, got 1"):
         static_int8.calibration_batches([[2, 5, 3]] * 40)
@@ -78,10 +107,7 @@ def test_a_prepared_model_or_a_missing_torchao_is_refused_with_the_reason(tmp_pa
         with pytest.raises(BertkitError, match="fp32 model on the CPU"):
             static_int8.quantize_static(prepare(copy.deepcopy(model), "bf16"), calibration)
 
-    def missing():
-        raise ImportError("No module named 'torchao'")
-
-    monkeypatch.setattr(static_int8, "_torchao", missing)
+    monkeypatch.setattr(static_int8, "_torchao_version", lambda: None)
     assert "pip install 'bertkit[int8-static]'" in static_int8.blocker()
     with pytest.raises(BertkitError, match="needs torchao"):
         static_int8.quantize_static(model, calibration)

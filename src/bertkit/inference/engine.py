@@ -111,6 +111,10 @@ class BertInference(TaskInference):
         the thread whose thread count the kernels should use."""
         if compiled.is_compiled(self.model):
             compiled.warm_up(self.model, self.precision, self.device)
+        if getattr(self.model, "bertkit_static_int8", False):
+            from bertkit.inference.static_int8 import describe
+
+            self.compile_reason = describe(self.model)
 
     @property
     def default_pooling(self) -> str:
@@ -371,7 +375,7 @@ def _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase,
     static_int8.quantize_static(bert.model, static_int8.calibration_batches(rows))
     source = f" (its {CALIBRATION_FILE})" if calibration and isinstance(calibration[0], dict) else ""
     bert.precision, bert.precision_reason = "int8", f"int8: static, calibrated on {len(calibration)} inputs{source}"
-    bert.compile_reason = "static INT8 is compiled (torch.compile, frozen weights)"
+    bert.compile_reason = static_int8.describe(bert.model)
     return bert
 
 

@@ -13,25 +13,39 @@ clock) it ran 1.30x / 1.44x / 1.45x the packed bf16 route at 1 / 8 / 32 x 128 to
 on SST-2 dev batches, and 0.90x / 1.21x / 1.29x / 0.99x OpenVINO's static INT8
 (docs/serving-results.md, "Packed bf16 weights and static INT8").
 
-Costs and limits, as measured there: export and calibration take about a minute and the first
-compilation two to four more per process (one graph for lone inputs, one for batches, every
-length; no recompiling per request). The quantised encoder answers plain forward passes of at
-least two tokens; a call asking for hidden states or attention probabilities, with gradients
-on, or of one token runs the float model, kept beside it. The calibration inputs must be real
-text of the model's task, never random ids.
+The quantised graph is compiled ahead of time by AOTInductor into a package (one shared
+library with the frozen, prepacked weights, for any batch and length: no recompiling per
+request) and kept on disk (:func:`cache_dir`), keyed by everything the package depends on (the
+encoder's weights and config, the calibration batches, bf16 or not, the intra-op thread count
+it is built for, this CPU's flags, torch's and torchao's versions): the next process with the
+same model and inputs loads it in a fraction of a second instead of exporting, calibrating and
+compiling again (about a minute for BERT-Base's export and calibration, minutes for its
+compilation). The package is built, or loaded, at the first forward pass
+(:func:`bertkit.inference.compiled.warm_up` does it ahead), in the thread count of that call.
+The quantised encoder answers plain forward passes of at least two tokens; a call asking for
+hidden states or attention probabilities, with gradients on, or of one token runs the float
+model, kept beside it. The calibration inputs must be real text of the model's task, never
+random ids.
 Needs ``torchao`` (``pip install 'bertkit[int8-static]'``) and a C++ compiler.
 
 Contract: :func:`blocker` (why this route cannot run here, or None), :func:`calibration_batches`
-(padded ``(ids, types, mask)`` batches from rows of real text, at least 16 distinct), :func:`quantize_static` (the model's encoder routed
-through the quantised graph, in place).
+(padded ``(ids, types, mask)`` batches from rows of real text, at least 16 distinct),
+:func:`quantize_static` (the model's encoder routed through the quantised graph, in place),
+:func:`describe` (where its compiled package came from).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
+import os
+import tempfile
+import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -40,19 +54,38 @@ from bertkit.errors import BertkitError
 from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded_batches
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
+ROUTE_VERSION = 1  # raised when the graph built here changes: packages cached before are not reused
+CACHE_ENV = "BERTKIT_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """Where compiled packages are kept: ``$BERTKIT_CACHE_DIR/static-int8``, else
+    ``$XDG_CACHE_HOME/bertkit/static-int8``, else ``~/.cache/bertkit/static-int8``. Nothing
+    removes old packages (BERT-Tiny's is 18 MB): delete the folder to reclaim them."""
+    root = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                     os.path.expanduser("~/.cache"), "bertkit")
+    return Path(root) / "static-int8"
 
 
 def blocker() -> str | None:
-    """Why static INT8 cannot run on this machine, or ``None``."""
+    """Why static INT8 cannot run on this machine, or ``None``. Cheap: torchao is looked up,
+    not imported (its import takes seconds, and a cached package needs none of it)."""
     from bertkit.inference.compiled import cxx_compiler
 
-    try:
-        _torchao()
-    except Exception as e:  # noqa: BLE001  (absent, or a release whose quantisation API moved)
-        return f"static INT8 needs torchao (pip install 'bertkit[int8-static]'): {e}"
+    if _torchao_version() is None:
+        return "static INT8 needs torchao (pip install 'bertkit[int8-static]')"
     if cxx_compiler() is None:
         return "static INT8 compiles with inductor, which needs a C++ compiler (g++ or clang++; set $CXX)"
     return None
+
+
+def _torchao_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torchao")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 @functools.cache
@@ -103,14 +136,16 @@ def make_quantizer():
 
 
 class _Plain(torch.nn.Module):
-    """The encoder's plain forward pass as a module of tensors in and out (what export takes)."""
+    """The encoder's plain (eager) forward pass as a module of tensors in and out (what export
+    takes); ``eager``: its forward as it was before :func:`quantize_static` routed it."""
 
-    def __init__(self, encoder):
+    def __init__(self, encoder, eager):
         super().__init__()
         self.encoder = encoder
+        self.eager = eager
 
     def forward(self, input_ids, token_type_ids, attention_mask):
-        out = self.encoder(input_ids, token_type_ids, attention_mask)
+        out = self.eager(input_ids, token_type_ids, attention_mask)
         return out.last_hidden_state, out.pooled_output
 
 
@@ -134,27 +169,9 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
                            + (f", not one prepared for {stored}" if stored else ""))
     if bf16 is None:
         bf16 = cpu.cpu_bf16_support().native
-    _, prepare_pt2e, convert_pt2e = _torchao()
-    # inductor's INT8 lowering copy-constructs tensors; its advice is for torch, not the user
-    warnings.filterwarnings("ignore", message="To copy construct from a tensor", category=UserWarning)
     encoder = model.encoder_model()
     eager = encoder.forward
-    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    length = torch.export.Dim("length", min=2, max=model.config.max_position_embeddings)
-    quantizer = make_quantizer()
-    with torch.no_grad():
-        graph = torch.export.export(_Plain(encoder), tuple(calibration[0]),
-                                    dynamic_shapes=({0: batch, 1: length},) * 3).module()
-        observed = prepare_pt2e(graph, quantizer)
-        for inputs in calibration:
-            observed(*inputs)
-        quantised = convert_pt2e(observed)
-    from torch._inductor import config as inductor
-
-    # freezing set in the config, not as a compile option: torchao's INT8 lowering reads the
-    # config (as an option, inductor meets onednn.qlinear_prepack unlowered and fails)
-    compiled = inductor.patch(freezing=True)(torch.compile(quantised, dynamic=True))
-    dtype = torch.bfloat16 if bf16 else None
+    runners: dict[int, object] = {}  # intra-op thread count -> the package's runner
 
     def forward(input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
@@ -164,10 +181,105 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        with torch.autocast("cpu", dtype=dtype, enabled=bf16):
-            last, pooled = compiled(input_ids, token_type_ids, attention_mask)
+        threads = torch.get_num_threads()
+        if threads not in runners:
+            runners[threads] = _runner(model, encoder, eager, calibration, bf16, threads)
+        last, pooled = runners[threads](input_ids.contiguous(), token_type_ids.contiguous(),
+                                        attention_mask.contiguous())
         return ModelOutput(last_hidden_state=last.float(), pooled_output=None if pooled is None else pooled.float())
 
     encoder.forward = forward
     model.bertkit_compiled = True
     model.bertkit_static_int8 = True
+
+
+def describe(model) -> str:
+    """Where ``model``'s compiled static-INT8 package came from (built and cached, or loaded
+    from the cache), for the line a server prints at start-up."""
+    done = getattr(model, "bertkit_static_int8_package", None)
+    if done is None:
+        return "static INT8, compiled ahead (AOTInductor) at the first forward pass"
+    path, seconds, cached = done
+    how = "loaded from the cache" if cached else f"built in {seconds:.0f} s and cached"
+    return f"static INT8, compiled ahead (AOTInductor): {how} ({path}, {seconds:.1f} s)"
+
+
+def _runner(model, encoder, eager, calibration, bf16: bool, threads: int):
+    """The package's runner for ``threads`` intra-op threads: loaded from the cache, else
+    built (export, calibration, compilation) and cached, written whole (a temporary name, then
+    renamed) so that a killed build or a second process never leaves half a package."""
+    started = time.perf_counter()
+    path = cache_dir() / f"{_package_key(encoder, calibration, bf16, threads)}.pt2"
+    runner = _load(path)
+    cached = runner is not None
+    if not cached:
+        _build(model, encoder, eager, calibration, bf16, path)
+        runner = _load(path)
+        if runner is None:
+            raise BertkitError(f"static INT8: the package just compiled does not load ({path})")
+    model.bertkit_static_int8_package = (str(path), time.perf_counter() - started, cached)
+    return runner
+
+
+def _load(path: Path):
+    """The runner of the package at ``path``, or None where there is none or it does not
+    load (a package of another build of torch, a damaged file): it is then built again."""
+    if not path.is_file():
+        return None
+    try:
+        return torch._inductor.aoti_load_package(str(path))
+    except Exception:  # noqa: BLE001  (whatever the loader raises, the cure is a rebuild)
+        return None
+
+
+def _package_key(encoder, calibration, bf16: bool, threads: int) -> str:
+    """A hash of everything the compiled package depends on."""
+    digest = hashlib.sha256()
+    facts = {"route": ROUTE_VERSION, "torch": torch.__version__, "torchao": _torchao_version(), "bf16": bf16,
+             "threads": threads, "flags": sorted(cpu.cpu_flags(cpu._real_cpuinfo() or "")),
+             "capability": torch.backends.cpu.get_cpu_capability(), "max_batch": MAX_BATCH,
+             "config": encoder.config.to_dict() if hasattr(encoder.config, "to_dict") else repr(encoder.config)}
+    digest.update(json.dumps(facts, sort_keys=True, default=str).encode())
+    for name, tensor in encoder.state_dict().items():
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        digest.update(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    for inputs in calibration:
+        for tensor in inputs:
+            digest.update(tensor.contiguous().numpy().tobytes() + str(tuple(tensor.shape)).encode())
+    return digest.hexdigest()[:32]
+
+
+def _build(model, encoder, eager, calibration, bf16: bool, path: Path) -> None:
+    """Export the encoder (dynamic batch and length), quantise it on the calibration batches,
+    export the quantised graph again (under bf16 autocast where ``bf16``) and compile it with
+    AOTInductor, frozen weights, into ``path``."""
+    try:
+        _, prepare_pt2e, convert_pt2e = _torchao()
+    except ImportError as e:  # a torchao release whose quantisation API moved
+        raise BertkitError(f"static INT8: this torchao ({_torchao_version()}) lacks PyTorch 2's x86 "
+                           f"quantisation API ({e}); pip install 'bertkit[int8-static]'") from e
+    # inductor's INT8 lowering copy-constructs tensors; its advice is for torch, not the user
+    warnings.filterwarnings("ignore", message="To copy construct from a tensor", category=UserWarning)
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    length = torch.export.Dim("length", min=2, max=model.config.max_position_embeddings)
+    shapes = ({0: batch, 1: length},) * 3
+    example = tuple(calibration[0])
+    # the first forward pass may run under inference_mode, whose tensors export cannot trace
+    with torch.inference_mode(False), torch.no_grad():
+        graph = torch.export.export(_Plain(encoder, eager), example, dynamic_shapes=shapes).module()
+        observed = prepare_pt2e(graph, make_quantizer())
+        for inputs in calibration:
+            observed(*inputs)
+        quantised = convert_pt2e(observed)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            program = torch.export.export(quantised, example, dynamic_shapes=shapes)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.partial-", suffix=".pt2")
+        os.close(fd)
+        try:
+            torch._inductor.aoti_compile_and_package(program, package_path=partial,
+                                                     inductor_configs={"freezing": True})
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
