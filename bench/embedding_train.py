@@ -53,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 RECIPE = {"lr": 1e-4, "batch": 16, "epochs": 2, "warmup": 0.1, "max_seq_length": 64, "weight_decay": 0.01,
-          "max_grad_norm": 1.0}
+          "max_grad_norm": 1.0, "adam_eps": None}  # adam_eps None: each trainer's own (bertkit 1e-6, ST 1e-8)
 SCALE = 5.0  # STS-B's largest score: the cosine loss's targets are score / 5
 MNR_SCALE = 20.0  # sentence-transformers' default scale = 1 / bertkit's default temperature 0.05
 # bertkit's retrieval metric -> sentence-transformers' InformationRetrievalEvaluator's
@@ -76,6 +76,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="the loop's length buckets (FinetuneConfig.bucket); since 2026-11-26 the embedding task's "
                         "training batches are random samples whatever this is, as sentence-transformers draws "
                         "them (length buckets cost CoSENT 0.4 Spearman: issue 34), so it changes nothing here")
+    p.add_argument("--adam-eps", type=float, help="AdamW's epsilon for both contenders (default: each its own, "
+                                                  "bertkit BERT's 1e-6, sentence-transformers transformers' 1e-8)")
+    p.add_argument("--st-batches", choices=["own", "bertkit"], default="own",
+                   help="sentence-transformers' batches: its own sampler's, or bertkit's for the same seed "
+                        "(the same pairs in the same batches in the same order: a paired comparison in which "
+                        "only the dropout draws differ)")
     p.add_argument("--limit", type=int, help="the first N train and dev pairs only (a quick run)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--only", choices=["bertkit", "sentence-transformers"], help="one contender")
@@ -95,7 +101,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def recipe(args: argparse.Namespace) -> dict:
     """The hyper-parameters both contenders train with."""
-    return {**RECIPE, "lr": args.lr, "batch": args.batch, "epochs": args.epochs, "warmup": args.warmup}
+    return {**RECIPE, "lr": args.lr, "batch": args.batch, "epochs": args.epochs, "warmup": args.warmup,
+            "adam_eps": args.adam_eps}
 
 
 def read_split(data: Path, split: str, limit: int | None, loss: str) -> list:
@@ -157,8 +164,17 @@ def run_bertkit(model: Path, data: Path, out: Path, seed: int, rec: dict, loss: 
     from bertkit.runlog import read_log
     from bertkit.tasks import get_task
 
+    eps = rec.get("adam_eps")
+    rec = {k: v for k, v in rec.items() if k != "adam_eps"}
     cfg = FinetuneConfig(**rec, seed=seed, select="last", precision="fp32", device="cpu", progress=False,
                          overwrite=True, log_every=10_000, bucket=bucket)
+    if eps is not None:  # no finetune option: the loop's optimizer builder, given the bench's eps
+        import functools
+
+        from bertkit.finetuning import loop
+        from bertkit.training import build_optimizer
+
+        loop.build_optimizer = functools.partial(build_optimizer, eps=eps)
     started, clock, cpu = time.time(), time.perf_counter(), time.process_time()
     _, best = finetune(get_task("embedding", pooling="mean", loss=loss), model, data, out, cfg)
     seconds, cpu = time.perf_counter() - clock, time.process_time() - cpu
@@ -168,9 +184,43 @@ def run_bertkit(model: Path, data: Path, out: Path, seed: int, rec: dict, loss: 
     return {**{n: 100 * best.metrics[n] for n in names}, "seconds": seconds, "cpu_seconds": cpu, "curve": curve}
 
 
-def run_sentence_transformers(model: Path, train: list, out: Path, seed: int, rec: dict, loss: str, evaluator):
+def bertkit_batches(n: int, batch: int, seed: int, epoch: int) -> list[list[int]]:
+    """The index batches bertkit's fine-tuning loop draws in ``epoch`` (1-based) for the
+    embedding task's ``n`` training pairs (random batches: every length the same)."""
+    import numpy as np
+
+    from bertkit.training.sampler import length_batches
+
+    rng = np.random.default_rng([seed, epoch])
+    return [b.tolist() for b in length_batches(np.zeros(n, dtype=int), batch, rng)]
+
+
+class BertkitOrder:
+    """A batch sampler for sentence-transformers' trainer that yields bertkit's batches, epoch
+    after epoch (it counts its own passes, whatever the trainer's ``set_epoch`` says)."""
+
+    def __init__(self, n: int, batch: int, seed: int):
+        self.n, self.batch, self.seed, self.passes = n, batch, seed, 0
+        self.first: list[list[int]] = []  # each pass's first batch, to check the pairing
+
+    def set_epoch(self, epoch: int) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch)
+
+    def __iter__(self):
+        self.passes += 1
+        batches = bertkit_batches(self.n, self.batch, self.seed, self.passes)
+        self.first.append(batches[0])
+        yield from batches
+
+
+def run_sentence_transformers(model: Path, train: list, out: Path, seed: int, rec: dict, loss: str, evaluator,
+                              batches: str = "own"):
     """sentence-transformers' trainer on the recipe, its evaluator run after every epoch (as
-    bertkit's loop does): the trained model, wall and CPU seconds, the curve."""
+    bertkit's loop does): the trained model, wall and CPU seconds, the curve. ``batches="bertkit"``:
+    the trainer reads bertkit's batches for ``seed`` (:class:`BertkitOrder`)."""
     import math
 
     from datasets import Dataset
@@ -208,11 +258,20 @@ def run_sentence_transformers(model: Path, train: list, out: Path, seed: int, re
         output_dir=str(out), num_train_epochs=rec["epochs"], per_device_train_batch_size=rec["batch"],
         learning_rate=rec["lr"], warmup_steps=int(rec["warmup"] * updates),
         weight_decay=rec["weight_decay"], max_grad_norm=rec["max_grad_norm"], seed=seed,
+        **({"adam_epsilon": rec["adam_eps"]} if rec.get("adam_eps") is not None else {}),
         save_strategy="no", eval_strategy="no", logging_strategy="no", report_to="none",
         disable_tqdm=True, use_cpu=True, dataloader_num_workers=0,
         batch_sampler=BatchSamplers.NO_DUPLICATES if loss == "mnr" else BatchSamplers.BATCH_SAMPLER)
-    SentenceTransformerTrainer(model=st, args=args, train_dataset=dataset, loss=objective,
-                               callbacks=[EveryEpoch()]).train()
+    order = BertkitOrder(len(train), rec["batch"], seed) if batches == "bertkit" else None
+
+    class Trainer(SentenceTransformerTrainer):
+        def get_batch_sampler(self, *a, **kw):
+            return order if order is not None else super().get_batch_sampler(*a, **kw)
+
+    Trainer(model=st, args=args, train_dataset=dataset, loss=objective, callbacks=[EveryEpoch()]).train()
+    if order is not None and order.first != [bertkit_batches(len(train), rec["batch"], seed, e)[0]
+                                             for e in range(1, rec["epochs"] + 1)]:
+        raise RuntimeError("sentence-transformers' trainer did not read bertkit's batches epoch by epoch")
     return st, time.perf_counter() - started, time.process_time() - cpu, curve
 
 
@@ -240,7 +299,7 @@ def compare(args: argparse.Namespace) -> list[dict]:
                 row["st_evaluator"] = next(iter(check.values()))
             else:
                 model, seconds, cpu, curve = run_sentence_transformers(args.model, train, out, seed, rec,
-                                                                       args.loss, evaluator)
+                                                                       args.loss, evaluator, args.st_batches)
                 row = {**st_scores(evaluator, model, args.loss), "seconds": seconds, "cpu_seconds": cpu,
                        "curve": curve}
             rows.append({"contender": who, "seed": seed, **row})
@@ -322,7 +381,9 @@ def main(argv=None) -> int:
     rows = compare(args)
     rec = recipe(args)
     label = (f"{args.loss}, lr {rec['lr']:g}, batch {rec['batch']}, {rec['epochs']} epochs, "
-             f"warm-up {rec['warmup']:g}{', bertkit bucket ' + str(args.bucket) if args.bucket != 50 else ''}")
+             f"warm-up {rec['warmup']:g}{', bertkit bucket ' + str(args.bucket) if args.bucket != 50 else ''}"
+             f"{', sentence-transformers on bertkit batches' if args.st_batches == 'bertkit' else ''}"
+             f"{f', AdamW eps {args.adam_eps:g} (both)' if args.adam_eps is not None else ''}")
     print(f"sentence embeddings, {args.data.name}, {label}, {args.threads} thread(s)"
           f"{f', first {args.limit} pairs' if args.limit else ''}\n")
     print(table(rows, args.loss))
