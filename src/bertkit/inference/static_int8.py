@@ -250,9 +250,39 @@ def _package_key(encoder, calibration, bf16: bool, threads: int) -> str:
 
 
 def _build(model, encoder, eager, calibration, bf16: bool, path: Path) -> None:
-    """Export the encoder (dynamic batch and length), quantise it on the calibration batches,
-    export the quantised graph again (under bf16 autocast where ``bf16``) and compile it with
-    AOTInductor, frozen weights, into ``path``."""
+    """:func:`quantised_program` compiled by AOTInductor, frozen weights, into ``path``."""
+    program = quantised_program(model, encoder, eager, calibration, bf16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.partial-", suffix=".pt2")
+    os.close(fd)
+    try:
+        with torch.inference_mode(False), torch.no_grad():
+            torch._inductor.aoti_compile_and_package(program, package_path=partial,
+                                                     inductor_configs={"freezing": True})
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+class _Autocast(torch.nn.Module):
+    """``inner`` run under bf16 autocast, the context inside the forward pass: export records
+    it there (an autocast around the ``export`` call is not part of the program, and the
+    package then ran attention, softmax, GELU and LayerNorm in fp32)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.inner(input_ids, token_type_ids, attention_mask)
+
+
+def quantised_program(model, encoder, eager, calibration, bf16: bool):
+    """The encoder exported (dynamic batch and length), quantised on the calibration batches
+    and exported again (the work between the INT8 products in bf16 where ``bf16``): the
+    program AOTInductor compiles. ``eager``: the encoder's own forward pass."""
     try:
         _, prepare_pt2e, convert_pt2e = _torchao()
     except ImportError as e:  # a torchao release whose quantisation API moved
@@ -271,15 +301,4 @@ def _build(model, encoder, eager, calibration, bf16: bool, path: Path) -> None:
         for inputs in calibration:
             observed(*inputs)
         quantised = convert_pt2e(observed)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            program = torch.export.export(quantised, example, dynamic_shapes=shapes)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.partial-", suffix=".pt2")
-        os.close(fd)
-        try:
-            torch._inductor.aoti_compile_and_package(program, package_path=partial,
-                                                     inductor_configs={"freezing": True})
-            os.replace(partial, path)
-        finally:
-            if os.path.exists(partial):
-                os.remove(partial)
+        return torch.export.export(_Autocast(quantised) if bf16 else quantised, example, dynamic_shapes=shapes)
