@@ -66,7 +66,6 @@ def openvino_int8(task, model_dir: Path, data: Path, tmp: Path):
 def static_int8(task, model_dir: Path, data: Path):
     """bertkit's static INT8 (PyTorch 2's export route) calibrated on the task's train split,
     or None (with a note)."""
-    from bertkit.inference import compiled
     from bertkit.inference import static_int8 as route
 
     if route.blocker():
@@ -74,7 +73,7 @@ def static_int8(task, model_dir: Path, data: Path):
         return None
     model = task.build_model(model_dir)
     route.quantize_static(model, route.calibration_batches(calibration_features(task, model_dir, data)))
-    compiled.warm_up(model, "fp32")
+    route.warm_up(model)
     return model
 
 

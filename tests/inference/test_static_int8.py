@@ -62,28 +62,52 @@ def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and
     built (no export, calibration or compilation); another thread count is another package; a
     damaged package is built again, and its answers are the same."""
     model, quantised = float_and_static
-    path, _, cached = quantised.bertkit_static_int8_package
+    path, _, cached = quantised.bertkit_static_int8_route.package_done
     assert not cached and path.endswith(".pt2") and str(static_int8.cache_dir()) in path
     calibration = static_int8.calibration_batches(rows(30, model.config.vocab_size))
-    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 9, 10, 3, 0, 0]])
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3]])  # one input: the package answers
     with torch.inference_mode():
-        expected = quantised(ids, None, (ids > 0).long()).logits
+        expected = quantised(ids).logits
     again = copy.deepcopy(model)
     static_int8.quantize_static(again, calibration)
     with torch.inference_mode():
-        assert torch.equal(again(ids, None, (ids > 0).long()).logits, expected)
-    assert again.bertkit_static_int8_package[0] == path and again.bertkit_static_int8_package[2]
+        assert torch.equal(again(ids).logits, expected)
+    assert again.bertkit_static_int8_route.package_done[0] == path and again.bertkit_static_int8_route.package_done[2]
+    assert again.bertkit_static_int8_route._graph is None  # no export, no calibration
     assert "loaded from the cache" in static_int8.describe(again)
     with open(path, "r+b") as f:  # damaged: its runner does not load
         f.truncate(100)
     rebuilt = copy.deepcopy(model)
     static_int8.quantize_static(rebuilt, calibration)
     with torch.inference_mode():
-        assert torch.equal(rebuilt(ids, None, (ids > 0).long()).logits, expected)
-    assert rebuilt.bertkit_static_int8_package[0] == path and not rebuilt.bertkit_static_int8_package[2]
+        assert torch.equal(rebuilt(ids).logits, expected)
+    assert rebuilt.bertkit_static_int8_route.package_done[0] == path
+    assert not rebuilt.bertkit_static_int8_route.package_done[2]
     other = static_int8._package_key(model.encoder_model(), calibration, False, 3)
     assert other != static_int8._package_key(model.encoder_model(), calibration, False, 1)
     assert other != static_int8._package_key(model.encoder_model(), calibration[:-1], False, 3)
+
+
+def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_background(float_and_static):
+    """A server answers at once: single inputs and batches on the package while the batch
+    graph compiles in a thread of its own, then batches on that graph; both close to fp32."""
+    model, _ = float_and_static
+    quantised = copy.deepcopy(model)
+    static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
+    static_int8.warm_up(quantised, background=True)
+    route = quantised.bertkit_static_int8_route
+    assert route.package_done is not None and route.batches_started
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 9, 10, 11, 3, 0], [2, 12, 3, 0, 0, 0]])
+    mask = (ids > 0).long()
+    with torch.inference_mode():
+        expected = model(ids, None, mask).logits
+        early = quantised(ids, None, mask).logits  # the package, or the graph if already done
+        assert route.batches_ready.wait(600)
+        late = quantised(ids, None, mask).logits
+    spread = float(expected.max() - expected.min())
+    for got in (early, late):
+        assert float((got - expected).abs().max()) <= max(0.1 * spread, 0.02)
+    assert "compiled in" in static_int8.describe(quantised)
 
 
 @pytest.mark.parametrize("bf16", [True, False])
@@ -96,7 +120,8 @@ def test_the_compiled_program_runs_the_float_work_in_bf16_where_asked(tmp_path, 
     model = load_model(make_task_model(tmp_path, "classify", hidden=32))
     encoder = model.encoder_model()
     calibration = static_int8.calibration_batches(rows(20, model.config.vocab_size))
-    program = static_int8.quantised_program(model, encoder, encoder.forward, calibration, bf16).run_decompositions()
+    graph = static_int8.quantised_graph(model, encoder, encoder.forward, calibration)
+    program = static_int8.export_quantised(graph, model, calibration, bf16).run_decompositions()
     casts = [n for n in program.graph.nodes
              if n.op == "call_function" and "to_copy" in str(n.target) and n.kwargs.get("dtype") == torch.bfloat16]
     assert bool(casts) == bf16

@@ -106,15 +106,17 @@ class BertInference(TaskInference):
             compiled.compile_encoder(self.model)
         return compiling
 
-    def warm_up(self) -> None:
+    def warm_up(self, background: bool = False) -> None:
         """Build the compiled graphs now (one input, several), not at the first requests; in
-        the thread whose thread count the kernels should use."""
-        if compiled.is_compiled(self.model):
-            compiled.warm_up(self.model, self.precision, self.device)
+        the thread whose thread count the kernels should use. ``background``: static INT8's
+        batch graph compiles in a thread of its own (:func:`bertkit.inference.static_int8.warm_up`)."""
         if getattr(self.model, "bertkit_static_int8", False):
-            from bertkit.inference.static_int8 import describe
+            from bertkit.inference import static_int8
 
-            self.compile_reason = describe(self.model)
+            static_int8.warm_up(self.model, background)
+            self.compile_reason = static_int8.describe(self.model)
+        elif compiled.is_compiled(self.model):
+            compiled.warm_up(self.model, self.precision, self.device)
 
     @property
     def default_pooling(self) -> str:

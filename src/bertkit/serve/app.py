@@ -622,7 +622,7 @@ def load_model(config: ServeConfig):
             bert.compile(config.compile)
     # the compiled graphs are built outside the one-thread block (their kernels take the thread
     # count they are built with) and in a thread of their own, whose OpenMP threads end with it
-    warming = threading.Thread(target=bert.warm_up, name="bertkit-compile")
+    warming = threading.Thread(target=bert.warm_up, kwargs={"background": True}, name="bertkit-compile")
     warming.start()
     warming.join()
     print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
