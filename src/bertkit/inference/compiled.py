@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 
 import torch
 
@@ -39,6 +40,10 @@ from bertkit.precision import COMPILE_MODES as MODES
 # until measured there.
 MEASURED_FASTER: set[tuple[str, str]] = set()
 INDUCTOR_OPTIONS = {"freezing": True}
+# export and dynamo are not thread-safe: two graphs traced at once (static INT8's batch graph
+# compiling in the background while another model is exported or compiled) fail inside the
+# tracer. Every compile in the process takes this lock.
+TRACING = threading.Lock()
 
 
 def cxx_compiler() -> str | None:
@@ -115,12 +120,19 @@ def is_compiled(model) -> bool:
 
 
 def warm_up(model, precision: str, device: torch.device | str = "cpu", length: int = 16) -> None:
-    """Compile both graphs (one input, several) now rather than at the first requests."""
+    """Compile both graphs (one input, several) now rather than at the first requests (static
+    INT8's two forms: :func:`bertkit.inference.static_int8.warm_up`)."""
     from bertkit.precision import autocast
+
+    if getattr(model, "bertkit_static_int8", False):
+        from bertkit.inference import static_int8
+
+        static_int8.warm_up(model)
+        return
 
     encoder = model.encoder_model()
     for batch in (2, 1):
         ids = torch.full((batch, length), model.config.vocab_size - 1, dtype=torch.long, device=device)
-        with torch.inference_mode(), autocast(precision, device):
+        with TRACING, torch.inference_mode(), autocast(precision, device):
             encoder(ids, torch.zeros_like(ids), torch.ones_like(ids))
 

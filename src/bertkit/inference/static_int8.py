@@ -53,13 +53,11 @@ import torch
 from bertkit import cpu
 from bertkit.errors import BertkitError
 from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded_batches
+from bertkit.inference.compiled import TRACING as _TRACING
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
 ROUTE_VERSION = 1  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
-# export and dynamo are not thread-safe: two graphs traced at once (a batch graph compiling in
-# the background while another model is exported) fail inside the tracer. One at a time.
-_TRACING = threading.Lock()
 
 
 def cache_dir() -> Path:
