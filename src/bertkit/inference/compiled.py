@@ -124,10 +124,9 @@ def warm_up(model, precision: str, device: torch.device | str = "cpu", length: i
     INT8's two forms: :func:`bertkit.inference.static_int8.warm_up`)."""
     from bertkit.precision import autocast
 
-    if getattr(model, "bertkit_static_int8", False):
-        from bertkit.inference import static_int8
-
-        static_int8.warm_up(model)
+    route = getattr(model, "bertkit_static_int8_route", None)
+    if route is not None:
+        route.warm_up()
         return
 
     encoder = model.encoder_model()

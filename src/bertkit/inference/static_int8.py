@@ -187,18 +187,7 @@ def warm_up(model, background: bool = False) -> None:
     """Build ``model``'s static-INT8 forms now: the package (for a lone input, and for
     batches until the other is ready), then the batches' compiled graph, in a thread of its
     own with ``background`` (a server answers meanwhile), in the caller's thread count."""
-    route = model.bertkit_static_int8_route
-    route.package()
-    if not background:
-        route.compile_batches()
-        return
-    threads = torch.get_num_threads()
-
-    def build():
-        torch.set_num_threads(threads)  # a new thread starts with the default count
-        route.compile_batches()
-
-    threading.Thread(target=build, name="bertkit-static-int8-batches", daemon=True).start()
+    model.bertkit_static_int8_route.warm_up(background)
 
 
 def describe(model) -> str:
@@ -249,6 +238,20 @@ class _Route:
         else:
             last, pooled = self.package()(*inputs)
         return ModelOutput(last_hidden_state=last.float(), pooled_output=None if pooled is None else pooled.float())
+
+    def warm_up(self, background: bool = False) -> None:
+        """:func:`warm_up` of this route."""
+        self.package()
+        if not background:
+            self.compile_batches()
+            return
+        threads = torch.get_num_threads()
+
+        def build():
+            torch.set_num_threads(threads)  # a new thread starts with the default count
+            self.compile_batches()
+
+        threading.Thread(target=build, name="bertkit-static-int8-batches", daemon=True).start()
 
     def graph(self):
         """The quantised graph (export and calibration, once)."""
