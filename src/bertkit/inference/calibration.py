@@ -66,7 +66,7 @@ def encoder_rows(inputs: Sequence, tokenizer, max_length: int, vocab_size: int) 
     engine tokenises its inputs (truncated to ``max_length``), or saved token rows
     (:func:`saved_calibration`) as they are, checked against the model (ids below
     ``vocab_size``, at most ``max_length`` tokens): a :class:`BertkitError` otherwise."""
-    if inputs and isinstance(inputs[0], dict):
+    if is_saved_rows(inputs):
         for number, row in enumerate(inputs, 1):
             if len(row["input_ids"]) > max_length or max(row["input_ids"]) >= vocab_size:
                 raise BertkitError(f"{CALIBRATION_FILE}: line {number} does not fit this model (more than "
@@ -143,12 +143,22 @@ def save_calibration(directory: str | Path, features: Sequence[dict], count: int
     return len(chosen)
 
 
+def has_saved_calibration(model_dir: str | Path) -> bool:
+    """Does ``model_dir`` hold the inputs :func:`save_calibration` writes?"""
+    return (Path(model_dir) / CALIBRATION_FILE).is_file()
+
+
+def is_saved_rows(inputs: Sequence) -> bool:
+    """Are calibration ``inputs`` saved token rows (:func:`saved_calibration`), not texts?"""
+    return bool(inputs) and isinstance(inputs[0], dict)
+
+
 def saved_calibration(model_dir: str | Path) -> list[dict] | None:
     """The rows :func:`save_calibration` wrote in ``model_dir`` (None if it has none); a
     :class:`DataFormatError` naming the file and line for a malformed one."""
-    path = Path(model_dir) / CALIBRATION_FILE
-    if not path.is_file():
+    if not has_saved_calibration(model_dir):
         return None
+    path = Path(model_dir) / CALIBRATION_FILE
     rows = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):

@@ -367,7 +367,7 @@ def _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase,
         raise BertkitError("calibration is for precision int8 of a float model directory "
                            f"(this load: precision {precision}"
                            + (", an INT8 directory" if is_int8_dir(model_dir) else "") + ")")
-    from bertkit.inference.calibration import CALIBRATION_FILE, encoder_rows
+    from bertkit.inference.calibration import CALIBRATION_FILE, encoder_rows, is_saved_rows
 
     with cpu.loading_for_inference(True):
         model = task.build_model(model_dir) if task is not None else load_model(model_dir, model_class, "fp32")
@@ -375,7 +375,7 @@ def _load_static_int8(model_dir, precision, calibration, task, vocab, lowercase,
                          source=str(model_dir), precision="fp32")
     rows = encoder_rows(calibration, bert.tokenizer, bert.max_length, model.config.vocab_size)
     static_int8.quantize_static(bert.model, static_int8.calibration_batches(rows))
-    source = f" (its {CALIBRATION_FILE})" if calibration and isinstance(calibration[0], dict) else ""
+    source = f" (its {CALIBRATION_FILE})" if is_saved_rows(calibration) else ""
     bert.precision, bert.precision_reason = "int8", f"int8: static, calibrated on {len(calibration)} inputs{source}"
     bert.compile_reason = static_int8.describe(bert.model)
     return bert

@@ -637,9 +637,7 @@ def serve_calibration(config: ServeConfig) -> list | None:
     directory that saved its training inputs (``bertkit finetune`` does), those, where static
     INT8 can run (a server pays its compilation once and keeps the faster, 8-bit route); else
     None (dynamic INT8, with a line saying why where saved inputs went unused)."""
-    from pathlib import Path
-
-    from bertkit.inference.calibration import CALIBRATION_FILE, SAVED, calibration_option
+    from bertkit.inference.calibration import SAVED, calibration_option, has_saved_calibration
     from bertkit.modeldir.int8 import is_int8_dir
 
     if config.calibration:
@@ -649,8 +647,7 @@ def serve_calibration(config: ServeConfig) -> list | None:
 
             check_calibration_fits(config.model, rows, config.calibration)
         return rows
-    saved = Path(config.model) / CALIBRATION_FILE
-    if config.precision != "int8" or not saved.is_file() or is_int8_dir(config.model):
+    if config.precision != "int8" or not has_saved_calibration(config.model) or is_int8_dir(config.model):
         return None
     if config.runtime == "torch":
         from bertkit.inference import static_int8

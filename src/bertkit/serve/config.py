@@ -6,9 +6,9 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from bertkit.errors import OptionError
+from bertkit.inference.calibration import has_saved_calibration
 from bertkit.options import check_config, option
 from bertkit.precision import (
     CALIBRATION_HELP,
@@ -99,18 +99,13 @@ class ServeConfig:
                 raise OptionError("serve: --runtime openvino runs on the CPU (--device cpu)")
             if self.precision == "fp16":
                 raise OptionError("serve: --runtime openvino takes --precision fp32, bf16, int8 or auto")
-            if self.precision == "int8" and not self.calibration and not self._saved_calibration():
+            if self.precision == "int8" and not self.calibration and not has_saved_calibration(self.model):
                 raise OptionError("serve: --runtime openvino --precision int8 needs --calibration FILE "
                                   "(a few hundred inputs of the model's task: its static INT8 fixes "
                                   "activation scales from them), or a model directory that saved its "
                                   "training inputs (bertkit finetune writes calibration.jsonl)")
         check_calibration(self.calibration, self.precision, "serve")
         return self
-
-    def _saved_calibration(self) -> bool:
-        from bertkit.inference.calibration import CALIBRATION_FILE
-
-        return (Path(self.model) / CALIBRATION_FILE).is_file()
 
     def key(self) -> str | None:
         """The API key: ``--api-key``, else ``--api-key-file``'s first line, else ``$BERTKIT_API_KEY``;
