@@ -245,6 +245,10 @@ class _Route:
         if not background:
             self.compile_batches()
             return
+        # export (the quantised graph) patches torch.nn.Module.__call__ process-wide while it
+        # traces, so it must not run beside requests: here, before the server answers any;
+        # only the compilation of the exported graph goes to the background
+        self.graph()
         threads = torch.get_num_threads()
 
         def build():
