@@ -268,6 +268,9 @@ def calibration_file(data: str) -> str:
 
 
 async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 900) -> None:
+    """Until ``/health`` answers 200 and, for a ``bertkit serve``, ``/info`` no longer says
+    ``compiling`` (static INT8's batch graph compiles in the background after the server
+    listens: measured before, its batches would run on the slower package)."""
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -277,7 +280,9 @@ async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 900) -> 
                 raise SystemExit(f"the server exited: {proc.stderr.read()[-2000:]}")
             try:
                 if (await client.get(url + "/health")).status_code == 200:
-                    return
+                    info = await client.get(url + "/info")
+                    if not (info.status_code == 200 and info.json().get("bertkit", {}).get("compiling")):
+                        return
             except httpx.HTTPError:
                 pass
             await asyncio.sleep(0.3)

@@ -3,6 +3,7 @@ for any batch and length, the float model for what the graph does not answer, an
 errors where it cannot run."""
 
 import copy
+import time
 
 import pytest
 import torch
@@ -108,6 +109,30 @@ def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_backgro
     for got in (early, late):
         assert float((got - expected).abs().max()) <= max(0.1 * spread, 0.02)
     assert "compiled in" in static_int8.describe(quantised)
+    assert not static_int8.compiling(quantised)
+
+
+def test_a_failed_background_compilation_leaves_batches_on_the_package_and_says_why(capsys):
+    """The batch graph's compilation fails in its thread: nothing is left "compiling" (a
+    client waiting for it would wait for ever), the reason is printed and described."""
+    route = static_int8._Route(None, None, None, None, bf16=False)
+    route.package, route.graph = (lambda: None), (lambda: None)
+
+    def broken():
+        route.batches_started = True
+        raise RuntimeError("no compiler")
+
+    route.compile_batches = broken
+    holder = torch.nn.Module()
+    holder.bertkit_static_int8_route = route
+    route.warm_up(background=True)
+    for _ in range(500):
+        if route.batches_error:
+            break
+        time.sleep(0.01)
+    assert route.batches_error == "RuntimeError: no compiler" and not static_int8.compiling(holder)
+    assert "not compiled (RuntimeError: no compiler)" in static_int8.describe(holder)
+    assert "compiling the batch graph failed (RuntimeError: no compiler)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bf16", [True, False])

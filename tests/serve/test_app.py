@@ -64,7 +64,7 @@ def test_health_info_docs_and_page(classify):
     assert health.status_code == 200 and health.text == ""
     info = client.get("/info").json()["bertkit"]
     assert info["task"] == "text-classification" and info["labels"] == ["negative", "positive", "neutral"]
-    assert info["precision"] == "fp32" and info["max_length"] == 64
+    assert info["precision"] == "fp32" and info["max_length"] == 64 and info["compiling"] is False
     docs = client.get("/docs")
     assert docs.status_code == 200 and "cdn" not in docs.text and "/docs-static/swagger-ui-bundle.js" in docs.text
     assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200

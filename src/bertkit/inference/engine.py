@@ -119,6 +119,16 @@ class BertInference(TaskInference):
             compiled.warm_up(self.model, self.precision, self.device)
 
     @property
+    def compiling(self) -> bool:
+        """Whether a compiled form is still being built in the background (``warm_up(background=True)``:
+        static INT8's batch graph); answers meanwhile come from a slower form."""
+        if getattr(self.model, "bertkit_static_int8", False):
+            from bertkit.inference import static_int8
+
+            return static_int8.compiling(self.model)
+        return False
+
+    @property
     def default_pooling(self) -> str:
         """The pooling ``embed`` uses when none is asked: the one the model was trained with
         (its task family's ``pooling``, e.g. a sentence-embedding fine-tune's), else ``cls``."""

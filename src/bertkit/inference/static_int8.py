@@ -41,6 +41,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -199,9 +200,17 @@ def describe(model) -> str:
         package = (f"loaded from the cache in {seconds:.1f} s" if cached else f"built in {seconds:.0f} s and cached")
         package += f" ({path})"
     batches = (f"compiled in {route.batches_seconds:.0f} s" if route.batches_ready.is_set()
+               else f"not compiled ({route.batches_error}): the package answers them" if route.batches_error
                else "compiling in the background (the package answers them meanwhile)" if route.batches_started
                else "compiled at the first batch")
     return f"static INT8: single inputs on the AOTInductor package, {package}; batches: torch.compile, {batches}"
+
+
+def compiling(model) -> bool:
+    """Whether ``model``'s batch graph is being compiled in the background (a server's
+    batches run on the slower package until it is done)."""
+    route = model.bertkit_static_int8_route
+    return route.batches_started and not route.batches_ready.is_set() and route.batches_error is None
 
 
 class _Route:
@@ -218,6 +227,7 @@ class _Route:
         self.batches_ready = threading.Event()
         self.batches_started = False
         self.batches_seconds = 0.0
+        self.batches_error: str | None = None  # why the background compilation failed
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
@@ -253,7 +263,12 @@ class _Route:
 
         def build():
             torch.set_num_threads(threads)  # a new thread starts with the default count
-            self.compile_batches()
+            try:
+                self.compile_batches()
+            except Exception as e:  # the package goes on answering batches: said, not fatal
+                self.batches_error = f"{type(e).__name__}: {e}"
+                print(f"bertkit: static INT8: compiling the batch graph failed ({self.batches_error}); "
+                      "batches run on the package", file=sys.stderr, flush=True)
 
         threading.Thread(target=build, name="bertkit-static-int8-batches", daemon=True).start()
 

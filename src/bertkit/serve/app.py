@@ -479,7 +479,7 @@ class Service:
                 "sha": None, "docker_label": None,
                 "bertkit": {"task": bert.task, "labels": labels, "pair_inputs": bert.pair_inputs,
                             "max_length": bert.max_length, "precision": precision,
-                            "runtime": bert.runtime,
+                            "runtime": bert.runtime, "compiling": bert.compiling,
                             "num_layers": config.num_hidden_layers, "num_heads": max(heads),
                             "heads_per_layer": heads,
                             "hidden_size": config.hidden_size,
