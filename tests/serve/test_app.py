@@ -515,3 +515,16 @@ def test_a_worker_that_cannot_load_the_model_says_so_in_one_line(tmp_path):
     # 1, not uvicorn's 3 (a startup failure, which stops the parent and every worker still serving)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"cannot start: {tmp_path / 'gone'}" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_tei_scores_are_best_first_with_ties_in_label_order():
+    """TEI's /predict order: highest score first, equal scores in the labels' order; softmax
+    over several labels, sigmoid over one, ``top_k`` keeps the best k."""
+    from bertkit.serve.app import tei_scores
+
+    raw = tei_scores(np.array([1.0, 3.0, 3.0, -2.0]), ["a", "b", "c", "d"], raw=True)
+    assert [x["label"] for x in raw] == ["b", "c", "a", "d"] and raw[0]["score"] == 3.0
+    best = tei_scores(np.array([0.0, 2.0]), ["neg", "pos"], raw=False, top_k=1)
+    assert [x["label"] for x in best] == ["pos"] and abs(best[0]["score"] - 1 / (1 + np.exp(-2.0))) < 1e-12
+    one = tei_scores(np.array([0.5]), ["score"], raw=False)
+    assert abs(one[0]["score"] - 1 / (1 + np.exp(-0.5))) < 1e-12 and isinstance(one[0]["score"], float)

@@ -1,0 +1,183 @@
+"""CPU time per request of a server, by thread, in process: ``bertkit serve``'s app against the
+Hugging Face pipeline app of ``bench/serve.py`` (``hf fp32 batched``: the requests waiting while
+the pipeline runs go to it as one list), the same SST-2 dev sentences at the same concurrency.
+
+No network and no client: each app is called as an ASGI application, ``--concurrency``
+requests in flight at once, so that the figure is the server's own work, which a load
+generator on the same two cores blurs (bench/serve.py's aiohttp client takes about 0.7 ms of
+CPU per request). Printed per server and round: requests/s (wall; moves with the machine's
+load), CPU microseconds per request in all, in the event loop thread (parsing, validation,
+tokenising where the server does it there, answers, the web framework) and in the other
+threads (the model's worker: batching, forward passes). The CPU figures are what a busy
+machine moves least. Rounds alternate the servers.
+
+    python bench/serve_cpu.py --model runs/sst2 --data ../shared/data/glue/SST-2
+    python bench/serve_cpu.py --model runs/sst2 --profile bertkit     # cProfile of the event loop
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVERS = ("bertkit", "hf")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="a fine-tuned SST-2 model directory")
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "glue" / "SST-2"),
+                   help="the SST-2 folder (its dev.tsv)")
+    p.add_argument("--servers", default="bertkit,hf", help="comma-separated, of bertkit, hf")
+    p.add_argument("--requests", type=int, default=4000, help="requests per server and round (default 4000)")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--hf-batch-size", type=int, default=32)
+    p.add_argument("--profile", choices=SERVERS, help="one round of this server under cProfile (event loop)")
+    args = p.parse_args(argv)
+    for server in args.servers.split(","):
+        if server not in SERVERS:
+            p.error(f"--servers: unknown server {server!r} (choose from {', '.join(SERVERS)})")
+    if args.requests < 1 or args.concurrency < 1 or args.rounds < 1:
+        p.error("--requests, --concurrency and --rounds must be at least 1")
+    return args
+
+
+def thread_cpu() -> dict[int, float]:
+    """CPU seconds of each thread of this process (Linux ``/proc``), by native thread id."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+async def call(app, body: bytes) -> int:
+    """One POST /predict through the ASGI ``app``: its status."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": "/predict", "raw_path": b"/predict", "query_string": b"",
+             "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())]}
+    sent, status = False, []
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client never disconnects
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    await app(scope, receive, send)
+    return status[0]
+
+
+async def start(app) -> None:
+    """Run ``app``'s lifespan startup (the batcher) and leave it running."""
+    inbox, outbox = asyncio.Queue(), asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    asyncio.get_running_loop().create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put))
+    started = await outbox.get()
+    if started["type"] != "lifespan.startup.complete":
+        raise SystemExit(f"the app did not start: {started}")
+
+
+async def drive(app, bodies: list[bytes], concurrency: int) -> None:
+    pending = iter(bodies)
+
+    async def client():
+        for body in pending:
+            status = await call(app, body)
+            if status != 200:
+                raise SystemExit(f"a request was answered {status}")
+
+    await asyncio.gather(*[client() for _ in range(concurrency)])
+
+
+async def measure(app, bodies: list[bytes], concurrency: int, profile: bool) -> dict:
+    """One round: requests/s and CPU microseconds per request (all, event loop, other threads)."""
+    import cProfile
+    import pstats
+
+    loop_thread = threading.get_native_id()
+    before, cpu, clock = thread_cpu(), time.process_time(), time.perf_counter()
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    await drive(app, bodies, concurrency)
+    if profiler:
+        profiler.disable()
+    seconds, cpu = time.perf_counter() - clock, time.process_time() - cpu
+    after, n = thread_cpu(), len(bodies)
+    loop = after[loop_thread] - before.get(loop_thread, 0.0)
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+    return {"req_s": n / seconds, "cpu_us": 1e6 * cpu / n, "loop_us": 1e6 * loop / n,
+            "other_us": 1e6 * (cpu - loop) / n}
+
+
+def build(server: str, args):
+    if server == "bertkit":
+        from bertkit.serve.app import create_app
+        from bertkit.serve.config import ServeConfig
+
+        return create_app(ServeConfig(model=args.model, threads=1, max_queue=4096))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from serve import baseline_app
+
+    return baseline_app(args.model, "hf fp32 batched", args.hf_batch_size)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with open(Path(args.data) / "dev.tsv", encoding="utf-8") as f:
+        sentences = [row[0] for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][1:]
+    bodies = [json.dumps({"inputs": sentences[i % len(sentences)]}).encode() for i in range(args.requests)]
+    servers = args.servers.split(",")
+
+    async def run():
+        apps = {server: build(server, args) for server in servers}
+        for app in apps.values():
+            await start(app)
+            await drive(app, bodies[:200], args.concurrency)  # warm-up
+        rows = {server: [] for server in servers}
+        for r in range(args.rounds):
+            for server in servers[r % len(servers):] + servers[:r % len(servers)]:
+                row = await measure(apps[server], bodies, args.concurrency, False)
+                rows[server].append(row)
+                print(f"round {r + 1} {server:8s} {row['req_s']:7.0f} req/s  CPU/request {row['cpu_us']:5.0f} us: "
+                      f"event loop {row['loop_us']:4.0f}, other threads {row['other_us']:4.0f}", flush=True)
+        if args.profile:
+            await measure(apps[args.profile], bodies, args.concurrency, True)
+        return rows
+
+    rows = asyncio.run(run())
+    print(f"\nmedians over {args.rounds} rounds, {args.requests} requests each, concurrency {args.concurrency}, "
+          f"load average {os.getloadavg()[0]:.1f}:")
+    print("| server | req/s | CPU us/request | event loop | other threads |\n|---|---|---|---|---|")
+    for server, found in rows.items():
+        med = {k: statistics.median(r[k] for r in found) for k in found[0]}
+        print(f"| {server} | {med['req_s']:.0f} | {med['cpu_us']:.0f} | {med['loop_us']:.0f} | {med['other_us']:.0f} |")
+    os._exit(0)  # the apps' worker threads hold no state worth a clean shutdown here
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
