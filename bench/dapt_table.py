@@ -14,6 +14,14 @@ sample sd over the seeds (x 100). A row with fewer finished runs than the grid (
 seeds) is marked partial. The GLUE check (``OUT/glue/<row>/results.json`` of ``bertkit downstream``) is
 listed as it is. Writes ``OUT/results.md``, ``OUT/results.json`` and the chart
 ``OUT/results.png``.
+
+**The gain with the choice of learning rate in its spread** (issue 37): the rate chosen on
+two seeds can flip from one set of seeds to another, and with it the row's figure. For every
+subset of K fine-tuning seeds both rows have (every K from 1 to all of them), each row's rate
+is chosen on that subset's mean dev accuracy and the gain (domain - checkpoint) is taken on
+test accuracy and macro-F1 at the rates chosen; reported per K: the mean, sd, lowest and
+highest gain over the subsets, the share of subsets with a positive gain and how often each
+row chose each rate. K = 1 is a user with one seed, who picks the rate on its dev figure.
 """
 
 from __future__ import annotations
@@ -72,6 +80,71 @@ def row_summary(runs: list[dict], grid: int) -> dict:
     return out
 
 
+def choose(runs: list[dict], seeds: set[int]) -> list[dict]:
+    """The runs of ``seeds`` at the rate with the best mean dev accuracy over those seeds
+    (the lowest rate on a tie, so the choice does not depend on the order runs were read)."""
+    by_lr: dict[float, list[dict]] = {}
+    for r in runs:
+        if r["seed"] in seeds:
+            by_lr.setdefault(r["lr"], []).append(r)
+    full = {lr: rs for lr, rs in by_lr.items() if len(rs) == len(seeds)}
+    lr = max(sorted(full), key=lambda k: statistics.fmean(r["dev_accuracy"] for r in full[k]))
+    return full[lr]
+
+
+def gain_over_seed_subsets(base: list[dict], adapted: list[dict]) -> list[dict]:
+    """The gain of ``adapted`` over ``base`` on test accuracy and macro-F1, with each row's
+    rate chosen on dev within every subset of K seeds both rows finished at every rate (see
+    the module docstring), one summary per K."""
+    from itertools import combinations
+
+    def complete(runs):
+        rates = {r["lr"] for r in runs}
+        return {s for s in {r["seed"] for r in runs}
+                if {r["lr"] for r in runs if r["seed"] == s} == rates}
+
+    seeds = sorted(complete(base) & complete(adapted))
+    out = []
+    for k in range(1, len(seeds) + 1):
+        gains: dict[str, list[float]] = {"test_accuracy": [], "test_macro_f1": []}
+        picked: dict[str, dict[str, int]] = {"checkpoint": {}, "domain": {}}
+        for subset in combinations(seeds, k):
+            chosen = {"checkpoint": choose(base, set(subset)), "domain": choose(adapted, set(subset))}
+            for row, runs in chosen.items():
+                picked[row][f"{runs[0]['lr']:g}"] = picked[row].get(f"{runs[0]['lr']:g}", 0) + 1
+            for key in gains:
+                gains[key].append(statistics.fmean(r[key] for r in chosen["domain"])
+                                  - statistics.fmean(r[key] for r in chosen["checkpoint"]))
+        summary = {"k": k, "subsets": len(gains["test_accuracy"]), "chosen": picked}
+        for key, values in gains.items():
+            summary[key] = {"mean": statistics.fmean(values),
+                            "sd": statistics.stdev(values) if len(values) > 1 else None,
+                            "low": min(values), "high": max(values),
+                            "positive": sum(v > 0 for v in values) / len(values)}
+        out.append(summary)
+    return out
+
+
+def gain_lines(gains: list[dict]) -> list[str]:
+    """The markdown table of :func:`gain_over_seed_subsets`."""
+    def fig(g):
+        sd = "" if g["sd"] is None else f" ± {g['sd']:.1f}"
+        return f"{g['mean']:+.1f}{sd} ({g['low']:+.1f} to {g['high']:+.1f}; > 0 in {100 * g['positive']:.0f}%)"
+
+    def rates(counts):
+        return ", ".join(f"{lr} x{n}" for lr, n in sorted(counts.items()))
+
+    lines = ["", "The gain (domain - checkpoint, test x 100) with each row's rate chosen on dev within every "
+             "subset of K fine-tuning seeds: mean ± sd over the subsets (lowest to highest; share above 0), "
+             "and the rates chosen:", "",
+             "| K seeds | subsets | test accuracy gain | test macro-F1 gain | checkpoint's rate | domain's rate |",
+             "|---|---|---|---|---|---|"]
+    for g in gains:
+        lines.append(f"| {g['k']} | {g['subsets']} | {fig(g['test_accuracy'])} | {fig(g['test_macro_f1'])} | "
+                     f"{rates(g['chosen']['checkpoint'])} | {rates(g['chosen']['domain'])} |")
+    return lines
+
+
 def cell(pair) -> str:
     mean, sd = pair
     if mean is None:
@@ -115,6 +188,12 @@ def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
         lines.append(f"| {ROWS[name]} | {r['lr']:g} | {cell(r['dev_accuracy'])} | "
                      f"{cell(r['dev_macro_f1'])} | {cell(r['test_accuracy'])} | "
                      f"{cell(r['test_macro_f1'])} | {seeds_cell} |")
+    rows = data["rows"]
+    if "checkpoint" in rows and "domain" in rows and all("test_accuracy" in r for name in ("checkpoint", "domain")
+                                                          for r in rows[name]["runs"]):
+        data["gain_over_seed_subsets"] = gain_over_seed_subsets(rows["checkpoint"]["runs"], rows["domain"]["runs"])
+        if data["gain_over_seed_subsets"]:
+            lines += gain_lines(data["gain_over_seed_subsets"])
     lines += ["", "Pre-training (masked LM on the domain text, batch 32):", "",
               "| run | steps done / planned | budget stop | held-out MLM % | precision | wall s | exported |",
               "|---|---|---|---|---|---|---|"]

@@ -101,6 +101,32 @@ def test_dapt_table_chooses_the_rate_on_dev_and_marks_partial_rows(bench_module,
     assert "| domain | 900 / — | yes | 40.0 (step 900) | fp32 |" in text
 
 
+def test_dapt_table_gives_the_gain_with_the_rate_choice_inside_its_spread(bench_module, tmp_path):
+    """Per subset of K seeds each row picks its rate on dev, then the gain is taken on test:
+    a rate that wins on dev for some seeds and loses for others shows in the spread."""
+    dapt = bench_module("dapt_table")
+    ft = tmp_path / "ft"
+    for seed in (1, 2, 3):  # the checkpoint: 3e-4 always best on dev, test 0.40
+        finetune_run(ft / "checkpoint" / f"lr-3e-4_seed-{seed}", 3e-4, seed, 0.40, 0.40)
+        finetune_run(ft / "checkpoint" / f"lr-1e-3_seed-{seed}", 1e-3, seed, 0.30, 0.30)
+    # the domain row: 1e-3 is better on dev and test for seeds 1 and 2; seed 3's dev picks 3e-4
+    for seed, (dev_low, dev_high) in {1: (0.40, 0.50), 2: (0.40, 0.50), 3: (0.60, 0.45)}.items():
+        finetune_run(ft / "domain" / f"lr-3e-4_seed-{seed}", 3e-4, seed, dev_low if seed < 3 else dev_high + 0.15,
+                     0.40)
+        finetune_run(ft / "domain" / f"lr-1e-3_seed-{seed}", 1e-3, seed, dev_high, 0.50)
+    text, data = dapt.render(tmp_path, "fp32", "3e-4,1e-3", "1,2,3")
+    one, two, three = data["gain_over_seed_subsets"]
+    assert one["subsets"] == 3 and one["chosen"]["domain"] == {"0.0003": 1, "0.001": 2}
+    assert one["test_accuracy"]["low"] == 0.0 and one["test_accuracy"]["high"] == 10.0
+    assert abs(one["test_accuracy"]["positive"] - 2 / 3) < 1e-9
+    assert two["subsets"] == 3 and three["subsets"] == 1 and three["test_accuracy"]["sd"] is None
+    # two seeds: {1, 2} pick 1e-3 (+10), {1, 3} and {2, 3} pick 3e-4 on mean dev (0.50 > 0.475): +0
+    assert two["test_accuracy"]["low"] == 0.0 and two["chosen"]["domain"] == {"0.0003": 2, "0.001": 1}
+    # all three: mean dev 0.483 at 1e-3 against 0.467 at 3e-4
+    assert three["chosen"]["domain"] == {"0.001": 1} and three["test_accuracy"]["mean"] == 10.0
+    assert "| 1 | 3 | +6.7 ± 5.8 (+0.0 to +10.0; > 0 in 67%) |" in text
+
+
 def size_folder(root, size, lr, seed, mlm, average):
     """A table5.sh BERT-row folder of the size curve: one stage with its config.yaml."""
     pretrain_run(root / "pt-mlm_nsp", 681, 0.6, mlm, precision="bf16")
