@@ -31,16 +31,30 @@ ORDER = ("tiny", "mini", "small", "medium", "base", "large")
 TASKS = ("sst2", "mrpc", "stsb", "rte", "cola")
 
 
+# The paper's Table 6 (Devlin et al. 2018): layers, hidden, heads, held-out masked-LM
+# perplexity, and dev accuracy on MNLI-m, MRPC and SST-2 (each size pre-trained for 1 M steps)
+PAPER_TABLE6 = ((3, 768, 12, 5.84, 77.9, 79.8, 88.4), (6, 768, 3, 5.24, 80.6, 82.2, 90.7),
+                (6, 768, 12, 4.68, 81.9, 84.8, 91.3), (12, 768, 12, 3.99, 84.4, 86.7, 92.9),
+                (12, 1024, 16, 3.54, 85.7, 86.9, 93.3), (24, 1024, 16, 3.23, 86.6, 87.8, 93.7))
+
+
+def weights(layers: int, hidden: int, intermediate: int, vocab_size: int = 30522, positions: int = 512,
+            types: int = 2) -> int:
+    """Weights of a BERT encoder with its embeddings and pooler, without the pre-training heads:
+    the count the paper's Table 6 sizes refer to."""
+    h, i = hidden, intermediate
+    embeddings = (vocab_size + positions + types) * h + 2 * h
+    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    return embeddings + layers * layer + h * h + h
+
+
 def parameters(size: str, vocab_size: int = 30522) -> int:
-    """Weights of a BERT preset with its pre-training heads' shared parts left out (encoder,
-    embeddings, pooler): the count the paper's Table 6 sizes refer to."""
+    """:func:`weights` of a bertkit preset."""
     from bertkit.config import BertConfig
 
     c = BertConfig.preset(size, vocab_size=vocab_size)
-    h, i = c.hidden_size, c.intermediate_size
-    embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * h + 2 * h
-    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + c.num_hidden_layers * layer + h * h + h
+    return weights(c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size,
+                   c.max_position_embeddings, c.type_vocab_size)
 
 
 def read_folder(folder: Path) -> dict | None:
@@ -105,7 +119,7 @@ def plot(gs: list[dict], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, (ax, paper) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.3, 1]})
     best: dict[str, dict] = {}
     for g in gs:  # each size's line point: its group with the most seeds, then the best mean
         if not g["average"]:
@@ -124,15 +138,40 @@ def plot(gs: list[dict], path: Path, title: str) -> None:
             ax.plot(g["params"] / 1e6, v, "k.", alpha=0.4)
         ax.annotate(g["size"], (g["params"] / 1e6, statistics.fmean(g["average"])),
                     textcoords="offset points", xytext=(4, -12), fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("parameters (millions, log scale)")
+    plain_log_axis(ax)
     ax.set_ylabel("GLUE dev, five-task average")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    paper_panel(paper)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plain_log_axis(ax) -> None:
+    """A log x axis of parameter counts in millions, its ticks written as plain numbers."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "1235" else ""))
+    ax.set_xlabel("parameters (millions, log scale)")
+
+
+def paper_panel(ax) -> None:
+    """The paper's Table 6 beside the curve: the mean of its three dev accuracies against the
+    same parameter count (its sizes are 768 and 1024 wide, 4x feed-forward)."""
+    xs = [weights(layers, hidden, 4 * hidden) / 1e6 for layers, hidden, *_ in PAPER_TABLE6]
+    ys = [statistics.fmean(row[4:]) for row in PAPER_TABLE6]
+    ax.plot(xs, ys, "s-", color="tab:gray", label="Devlin et al., Table 6: mean of MNLI-m, MRPC, SST-2")
+    for (layers, hidden, heads, *_), x, y in zip(PAPER_TABLE6, xs, ys):
+        ax.annotate(f"{layers}/{hidden}/{heads}", (x, y), textcoords="offset points", xytext=(4, -12), fontsize=8)
+    plain_log_axis(ax)
+    ax.set_ylabel("dev accuracy, mean of three tasks")
+    ax.set_title("the paper: 1 M steps of 128k tokens each size", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def main(argv=None) -> int:

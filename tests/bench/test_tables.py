@@ -168,3 +168,12 @@ def test_machine_names_the_gpu_when_there_is_one(bench_module):
     info = dict(machine.describe(), gpu="NVIDIA H200, 140 GiB")
     assert "- GPU: NVIDIA H200, 140 GiB" in machine.markdown(info)
     assert "GPU" not in machine.markdown(dict(info, gpu=None))
+
+
+def test_sizes_table_counts_the_papers_sizes_as_its_own(bench_module):
+    """The paper's Table 6 panel counts weights as the curve does: BERT-Base is the base
+    preset, BERT-Large the paper's 340 M (to 2%)."""
+    st = bench_module("sizes_table")
+    assert st.weights(12, 768, 3072) == st.parameters("base")
+    large = next(r for r in st.PAPER_TABLE6 if r[:3] == (24, 1024, 16))
+    assert abs(st.weights(24, 1024, 4096) - 340e6) / 340e6 < 0.02 and large[6] == 93.7
