@@ -38,7 +38,7 @@ def test_a_benchmark_runs_at_a_tiny_shape(script):
 
 @pytest.mark.parametrize("script", ["accuracy", "finetune_precision", "model_speed", "serve",
                                     "tokenizer", "tokenizer_train", "doors", "linear_probe",
-                                    "embedding_train", "embedding_step", "static_int8_forms"])
+                                    "embedding_train", "embedding_step", "static_int8_forms", "serve_cpu"])
 def test_a_benchmark_answers_help(script):
     """The heavier ones (real models, data or servers): at least their imports and flags."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), "--help"],
@@ -59,3 +59,21 @@ def test_the_embedding_training_benchmark_runs_on_toy_pairs(tmp_path):
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| **sentence-transformers** | mean |" in done.stdout and "| **bertkit** | mean |" in done.stdout
+
+
+def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
+    """bench/serve_cpu.py: both apps (bertkit's and the pipeline's) answer a toy SST-2 model's
+    requests in process, and the table has a row for each."""
+    pytest.importorskip("transformers")
+    from tests.task_models import make_task_model
+
+    model = make_task_model(tmp_path, "sst2")
+    data = tmp_path / "SST-2"
+    data.mkdir()
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"the movie is good {i}\t1\n" for i in range(8)),
+                                  encoding="utf-8")
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "serve_cpu.py"), "--model", str(model), "--data",
+                           str(data), "--requests", "40", "--concurrency", "4", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| bertkit |" in done.stdout and "| hf |" in done.stdout, done.stdout[-2000:]
