@@ -157,7 +157,8 @@ def render(out: Path, precision: str, lrs: str, seeds: str) -> tuple[str, dict]:
     data: dict = {"folder": str(out), "precision": precision, "lrs": lrs, "seeds": seeds,
                   "machines": machines(out) or [machine.describe()], "rows": {}, "pretraining": {}}
     for name in ROWS:
-        runs = [s for d in sorted((out / "ft" / name).glob("lr-*_seed-*")) if (s := run_scores(d))]
+        runs = sorted((s for d in (out / "ft" / name).glob("lr-*_seed-*") if (s := run_scores(d))),
+                      key=lambda r: (r["lr"], r["seed"]))  # seed 10 after 9, not after 1
         if runs:
             data["rows"][name] = dict(row_summary(runs, grid), runs=runs)
     for name in ("domain", "scratch"):
