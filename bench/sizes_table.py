@@ -88,8 +88,9 @@ def groups(runs: list[dict]) -> list[dict]:
         keyed.setdefault((r["size"], r["lr"]), []).append(r)
     out = []
     for (size, lr), rs in sorted(keyed.items(), key=lambda kv: (ORDER.index(kv[0][0]), kv[0][1])):
-        out.append({"size": size, "lr": lr, "params": parameters(size), "seeds": sorted(r["seed"] for r in rs),
-                    "steps": sorted({r["steps"] for r in rs}), "precision": sorted({str(r["precision"]) for r in rs}),
+        rs = sorted(rs, key=lambda r: r["seed"])
+        out.append({"size": size, "lr": lr, "params": parameters(size), "seeds": [r["seed"] for r in rs],
+                    "steps": [r["steps"] for r in rs], "precision": sorted({str(r["precision"]) for r in rs}),
                     "plateau": sum(1 for r in rs if r["mlm"] is not None and r["mlm"] < 100 * PLATEAU),
                     "mlm": finite(r["mlm"] for r in rs), "nsp": finite(r["nsp"] for r in rs),
                     "tasks": {t: finite(r["tasks"].get(t) for r in rs) for t in TASKS},
@@ -104,7 +105,7 @@ def render(gs: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in gs:
         cells = [g["size"], f"{g['params'] / 1e6:.1f} M", f"{g['lr']:g}", ",".join(map(str, g["seeds"])),
-                 ",".join(f"{s:,}" for s in g["steps"]), f"{g['plateau']} of {len(g['seeds'])}",
+                 " / ".join(f"{s:,}" for s in g["steps"]), f"{g['plateau']} of {len(g['seeds'])}",
                  table5_table.pm(g["mlm"]), table5_table.pm(g["nsp"]),
                  *(table5_table.pm(g["tasks"][t]) for t in TASKS), table5_table.pm(g["average"])]
         if g["incomplete"]:

@@ -145,7 +145,7 @@ def test_sizes_table_groups_by_size_and_rate_and_counts_the_plateau(bench_module
     gs = st.groups([st.read_folder(f) for f in folders])
     assert [(g["size"], g["seeds"]) for g in gs] == [("tiny", [1]), ("small", [1, 2])]
     text = st.render(gs)
-    assert "| small | 28.8 M | 0.0003 | 1,2 | 681 | 1 of 2 | 9.5 ± 6.4 |" in text
+    assert "| small | 28.8 M | 0.0003 | 1,2 | 681 / 681 | 1 of 2 | 9.5 ± 6.4 |" in text
     assert "45.0 ± 7.1" in text  # the stsb mean of 50 and 40, and their sd
     assert st.main([*map(str, folders), "--output", str(tmp_path / "curve.md"),
                     "--plot", str(tmp_path / "curve.png")]) == 0
