@@ -45,6 +45,40 @@ def test_embed_writes_npy_and_jsonl(model_dir, tmp_path, capsys):
     assert np.asarray(records[1]["features"]).shape == (5, 16)
 
 
+def test_embed_sparse_writes_each_inputs_splade_terms(model_dir, tmp_path, capsys):
+    from bertkit.inference import load
+
+    plain = tmp_path / "in.txt"
+    plain.write_text("the man went\nhe is good\n")
+    out = tmp_path / "s.jsonl"
+    assert main(["embed", str(model_dir), "--input", str(plain), "--sparse", "--output", str(out)]) == 0
+    assert "inputs' sparse vectors" in capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    bert = load(model_dir)
+    want = bert.embed_sparse(["the man went", "he is good"])
+    assert [r["text"] for r in records] == ["the man went", "he is good"]
+    for record, terms in zip(records, want):
+        assert [t["index"] for t in record["sparse"]] == [t["index"] for t in terms]
+        np.testing.assert_allclose([t["value"] for t in record["sparse"]], [t["value"] for t in terms], atol=1e-6)
+        assert [t["token"] for t in record["sparse"]] == bert.tokenizer.convert_ids_to_tokens(
+            [t["index"] for t in terms])
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--output", "s.npy"], "a .jsonl file, not s.npy"),
+    (["--output", "s.jsonl", "--pool", "mean"], "--pool cannot apply"),
+    (["--output", "s.jsonl", "--layers", "-1,-2", "--combine", "sum"], "--layers, --combine cannot apply"),
+    (["--output", "s.jsonl", "--long-text", "window"], "--long-text window cannot apply"),
+])
+def test_embed_sparse_refuses_what_it_cannot_honour(model_dir, tmp_path, capsys, flags, message):
+    plain = tmp_path / "in.txt"
+    plain.write_text("the man went\n")
+    flags = [str(tmp_path / f) if f.startswith("s.") else f for f in flags]
+    assert main(["embed", str(model_dir), "--input", str(plain), "--sparse", *flags]) == 1
+    err = capsys.readouterr().err
+    assert message in err.replace(str(tmp_path) + "/", "") and "Traceback" not in err
+
+
 def test_errors_are_reported_cleanly(model_dir, tmp_path, capsys):
     plain = tmp_path / "in.txt"
     plain.write_text(" ".join(["good"] * 30) + "\n")

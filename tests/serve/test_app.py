@@ -137,7 +137,9 @@ def test_embed_and_fill_mask_endpoints(tmp_path):
         one = client.post("/embed", json={"inputs": "he is good", "layers": [-1, -2]}).json()
         assert len(one) == 1 and len(one[0]) == 32  # TEI: [[...]] for one input, normalised by default
         assert sum(x * x for x in one[0]) == pytest.approx(1.0, abs=1e-5)
-        bad = client.post("/embed", json={"inputs": "he", "pooling": "max"})
+        most = client.post("/embed", json={"inputs": "he is good", "pooling": "max", "normalize": False}).json()
+        assert most[0] == pytest.approx(bert.embed("he is good", pool="max").tolist(), abs=1e-5)
+        bad = client.post("/embed", json={"inputs": "he", "pooling": "splade"})  # a server's choice only
         assert bad.status_code == 422 and "pooling" in bad.json()["error"]
         fill = client.post("/fill-mask", json={"inputs": "the [MASK] went .", "top_k": 3}).json()
         reference = bert.fill_mask("the [MASK] went .", top_k=3)[0]

@@ -13,6 +13,7 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from bertkit.errors import BertkitError  # noqa: E402
 from bertkit.inference import load  # noqa: E402
 from bertkit.serve import ServeConfig, create_app  # noqa: E402
 
@@ -76,3 +77,72 @@ def test_the_shared_splade_checkpoint_equals_transformers():
         np.testing.assert_allclose(as_dense(terms, len(vector)), vector, atol=1e-4)
         top = sorted(terms, key=lambda t: -t["value"])[:10]
         assert [t["index"] for t in top] == list(np.argsort(-vector, kind="stable")[:10])
+
+
+def test_pooling_splade_serves_the_dense_vector_on_embed_as_tei(tmp_path, capsys):
+    directory = make_task_model(tmp_path, "mlm")
+    bert = load(directory)
+    with TestClient(create_app(ServeConfig(model=str(directory), pooling="splade"))) as client:
+        dense = client.post("/embed", json={"inputs": TEXTS, "normalize": False}).json()
+        sparse = client.post("/embed_sparse", json={"inputs": TEXTS}).json()
+        cut = client.post("/embed", json={"inputs": TEXTS[0], "normalize": False, "dimensions": 7}).json()
+        normalized = client.post("/embed", json={"inputs": "he is good"})
+        every_token = client.post("/embed_all", json={"inputs": "he is good"})
+        layers = client.post("/embed", json={"inputs": "he is good", "normalize": False, "layers": [-2]})
+        mean = client.post("/embed", json={"inputs": TEXTS[0], "normalize": False, "pooling": "mean"}).json()
+        info = client.get("/info").json()
+    size = bert.model.config.vocab_size
+    for vector, terms, text in zip(dense, sparse, TEXTS):
+        assert len(vector) == size
+        np.testing.assert_allclose(vector, as_dense(terms, size), atol=1e-6)
+        np.testing.assert_allclose(vector, splade_reference(bert, text), atol=1e-5)
+    assert cut == [dense[0][:7]]
+    assert normalized.status_code == 424 and "`normalize` is not available for SPLADE" in normalized.json()["error"]
+    assert every_token.status_code == 424 and "`embed_all` is not available" in every_token.json()["error"]
+    assert layers.status_code == 422 and "layers" in layers.json()["error"]
+    assert len(mean[0]) == bert.model.config.hidden_size  # a request's own pooling still wins
+    assert info["model_type"] == {"embedding": {"pooling": "splade"}}
+    assert "pooled by splade (--pooling)" in capsys.readouterr().err
+
+
+def test_pooling_splade_needs_a_masked_lm_head(tmp_path):
+    directory = make_task_model(tmp_path, "classify")
+    with pytest.raises(BertkitError, match="--pooling splade: .*no masked-LM head"):
+        create_app(ServeConfig(model=str(directory), pooling="splade"))
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean", "max"])
+def test_pooling_chooses_the_embed_default(tmp_path, pooling, capsys):
+    directory = make_task_model(tmp_path, "mlm")
+    bert = load(directory)
+    with TestClient(create_app(ServeConfig(model=str(directory), pooling=pooling))) as client:
+        answer = client.post("/embed", json={"inputs": TEXTS, "normalize": False}).json()
+        info = client.get("/info").json()
+    np.testing.assert_allclose(answer, bert.embed(TEXTS, pool=pooling), atol=1e-5)
+    assert info["model_type"] == {"embedding": {"pooling": pooling}}
+    assert f"pooled by {pooling} (--pooling)" in capsys.readouterr().err
+
+
+def test_a_directory_naming_no_pooling_says_which_it_uses(tmp_path, capsys):
+    directory = make_task_model(tmp_path, "mlm")
+    create_app(ServeConfig(model=str(directory)))
+    line = capsys.readouterr().err
+    assert "pooled by cls (the model directory names no pooling; --pooling chooses" in line
+
+
+def test_pooling_on_a_classifier_is_ignored_with_a_line(tmp_path, capsys):
+    directory = make_task_model(tmp_path, "classify")
+    create_app(ServeConfig(model=str(directory), pooling="mean"))
+    assert "--pooling mean ignored: the model is a classifier" in capsys.readouterr().err
+
+
+def test_the_engine_and_the_route_give_the_same_terms(tmp_path):
+    directory = make_task_model(tmp_path, "mlm")
+    bert = load(directory)
+    with TestClient(create_app(ServeConfig(model=str(directory)))) as client:
+        answer = client.post("/embed_sparse", json={"inputs": TEXTS}).json()
+    library = bert.embed_sparse(TEXTS, batch_size=2)
+    assert [[t["index"] for t in terms] for terms in library] == [[t["index"] for t in terms] for terms in answer]
+    for mine, theirs in zip(library, answer):
+        np.testing.assert_allclose([t["value"] for t in mine], [t["value"] for t in theirs], atol=1e-6)
+    assert bert.embed_sparse(TEXTS[1]) == library[1]

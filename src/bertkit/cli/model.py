@@ -68,6 +68,10 @@ def register(subparsers) -> None:
                             "(default: the pooling the model was trained with, else cls)")
     embed.add_argument("--combine", choices=["concat", "sum"], default="concat",
                        help="how to join several --layers")
+    embed.add_argument("--sparse", action="store_true",
+                       help="SPLADE sparse vectors from the masked-LM head instead (a .jsonl: each input's "
+                            "non-zero terms {index, token, value}, ascending index, as the server's "
+                            "/embed_sparse); not with --pool, --layers, --combine or --long-text window")
     embed.add_argument("--prompt-name", metavar="NAME",
                        help="put the model's sentence-transformers prompt NAME before each text "
                             "(default: its default_prompt_name's prompt, if it has one)")
@@ -187,11 +191,15 @@ def run_embed(args) -> int:
         raise BertkitError(f"--output must end in .npy or .jsonl, got {output.name}")
     if output.suffix == ".npy" and args.pool == "none":
         raise BertkitError("--pool none gives one array per input; write it to a .jsonl file")
+    if args.sparse:
+        _check_sparse_flags(args, output)
     check_writable(output, "--output")
     check_not_input(output, args.input)
     check_window_flags(args, long_text_options(args))
     texts, pairs = read_inputs(args.input, args.text_column, args.pair_column)
     bert = _load(args)
+    if args.sparse:
+        return _write_sparse(bert, args, texts, pairs, output)
     from bertkit.tasks.windows import LongText
     from bertkit.tokenizer.unknown import unknown_report, warn_unknown
 
@@ -220,6 +228,40 @@ def run_embed(args) -> int:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
     width = features[0].shape[-1] if len(features) else 0
     print(f"wrote {len(texts)} inputs x {width} features to {output}", file=sys.stderr)
+    return 0
+
+
+def _check_sparse_flags(args, output: Path) -> None:
+    """``embed --sparse``: a BertkitError naming any flag it cannot honour."""
+    from bertkit.tasks.windows import LongText
+
+    if output.suffix != ".jsonl":
+        raise BertkitError(f"--sparse writes each input's terms to a .jsonl file, not {output.name}")
+    given = [flag for flag, on in (("--pool", args.pool is not None), ("--layers", args.layers.strip() != "-1"),
+                                   ("--combine", args.combine != "concat"),
+                                   ("--long-text window", LongText.from_options(long_text_options(args)).windowed))
+             if on]
+    if given:
+        raise BertkitError(f"--sparse is the masked-LM head's SPLADE vector over the last layer: "
+                           f"{', '.join(given)} cannot apply to it; leave {'them' if len(given) > 1 else 'it'} out")
+
+
+def _write_sparse(bert, args, texts: list[str], pairs: list[str] | None, output: Path) -> int:
+    """``embed --sparse``'s JSONL: per input its text (and pair) and non-zero SPLADE terms."""
+    from bertkit.fileio import atomic_write
+
+    vectors = bert.embed_sparse(texts, pairs, batch_size=args.batch_size, max_length=args.max_length,
+                                on_overflow=args.on_overflow, progress=args.progress, prompt_name=args.prompt_name)
+    tokens = bert.tokenizer.convert_ids_to_tokens
+    with atomic_write(output) as f:
+        for i, terms in enumerate(vectors):
+            record = {"index": i, "text": texts[i], **({"pair": pairs[i]} if pairs is not None else {}),
+                      "sparse": [{"index": t["index"], "token": tokens([t["index"]])[0],
+                                  "value": round(t["value"], 6)} for t in terms]}
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    mean = sum(len(v) for v in vectors) / max(len(vectors), 1)
+    print(f"wrote {len(texts)} inputs' sparse vectors ({mean:.0f} non-zero terms each on average, of "
+          f"{bert.model.config.vocab_size:,}) to {output}", file=sys.stderr)
     return 0
 
 

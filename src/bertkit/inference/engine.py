@@ -214,6 +214,33 @@ class BertInference(TaskInference):
         return results[0] if single else results
 
     # ------------------------------------------------------------------ embeddings
+    def embed_sparse(
+        self,
+        texts: str | Sequence[str],
+        pairs: Sequence[str] | None = None,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        on_overflow: str = "truncate",
+        progress: bool = False,
+        prompt_name: str | None = None,
+    ):
+        """SPLADE sparse vectors (a model with a masked-LM head): per input, the non-zero terms
+        of ``max over tokens of log(1 + relu(logits))``, ``[{"index": token id, "value": weight},
+        ...]`` in ascending id order; one text -> its list. The plans ``/embed_sparse`` runs
+        (:meth:`sparse_plan`), so both doors give the same terms; ``prompt_name`` as :meth:`embed`."""
+        if getattr(self.model, "mlm_head", None) is None:
+            raise CheckpointError(f"{self.source}: the checkpoint has no masked-LM head for sparse (SPLADE) "
+                                  "embeddings")
+        single = isinstance(texts, str)
+        prompt = self.prompt_text(prompt_name)
+        texts = [prompt + t for t in ([texts] if single else texts)]
+        if single and isinstance(pairs, str):
+            pairs = [pairs]
+        encodings = self.encode(texts, pairs, max_length=max_length, on_overflow=on_overflow)
+        results = self.run_plans([self.sparse_plan(enc) for enc in encodings], max_batch_size=batch_size,
+                                 progress=progress, desc="embed sparse")
+        return results[0] if single else results
+
     def features(self, ids, types, mask, layers: Sequence[int], combine: str) -> torch.Tensor:
         """(B, T, D) float32 features of a batch: the ``layers`` hidden states combined."""
         return hidden_features(self.encoder, ids, types, mask, layers, combine)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 
 POOLINGS = ("cls", "mean", "max")
+SPLADE = "splade"  # the masked-LM head's vocabulary-wide vector (:func:`splade_pool`), not a pooling of states
+SERVED_POOLINGS = (*POOLINGS, SPLADE)  # what ``bertkit serve --pooling`` (TEI's ``--pooling``) takes
 
 
 def pool_features(features: torch.Tensor, mask: torch.Tensor, pool: str) -> torch.Tensor:

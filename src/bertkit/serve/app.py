@@ -33,6 +33,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from bertkit.cpu import torch_threads
 from bertkit.errors import BertkitError, InputError
+from bertkit.model.pooling import SPLADE
 from bertkit.modeldir.st_layout import read_st_pooling
 from bertkit.serve import offload
 from bertkit.serve import schemas as s
@@ -87,8 +88,7 @@ class Service:
         self.bert = bert
         self.batcher: ContinuousBatcher | None = None
         self.long_text = bert.long_text_choice(config.long_text)  # a bad --stride: refused here
-        # as TEI: the default pooling is the model's sentence-transformers pooling, else cls
-        self.pooling = (read_st_pooling(config.model) if config.model else None) or "cls"
+        self.pooling, self.pooling_reason = served_pooling(config, bert)
         self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0, bert.max_length)
         self.tokenizing_off_loop = 0  # long requests being cut into windows in a worker thread
 
@@ -118,6 +118,14 @@ class Service:
         if family is None or not family.head_answers:
             return "embedding"
         return "reranker" if getattr(family, "scores_texts", False) and self.num_labels == 1 else "classifier"
+
+    def pooling_line(self) -> str:
+        """The start-up line saying how embeddings are pooled (``""`` for a model with a task
+        head, which --pooling does not touch: said so where it was given)."""
+        if self.model_kind != "embedding":
+            return (f"bertkit serve: --pooling {self.config.pooling} ignored: the model is a {self.model_kind}"
+                    if self.config.pooling else "")
+        return f"bertkit serve: embeddings pooled by {self.pooling} ({self.pooling_reason})"
 
     def overflow(self, truncate: bool | None) -> str:
         return "truncate" if self.truncates(truncate) else "error"
@@ -272,15 +280,19 @@ class Service:
         ids or left truncation, its vector cut to ``dimensions`` then normalised."""
         bert = self.bert
         overflow = self.overflow(truncate)
-        if isinstance(item, str):
+        if pooling == SPLADE:  # the vector over the vocabulary, dense (TEI's /embed of a SPLADE model)
+            plan = bert.sparse_plan(self.token_row(item, where, truncate, left))
+            pooled = functools.partial(dense_sparse, size=bert.model.config.vocab_size)
+        elif isinstance(item, str):
             check_text(item, where)
             plan = bert.plan_embed(item, layers, pooling, False, overflow, self.long_text)
             if left:
                 plan = self.left(plan, item, None, where)
+            pooled = plan.finish
         else:  # token ids: the engine plans a text, so plan one and give it the client's row
             row = id_row(item, bert.model.config.vocab_size, bert.max_length, self.truncates(truncate), left, where)
             plan = bert.pooled_plan([row], layers, pooling)
-        pooled = plan.finish
+            pooled = plan.finish
 
         def finish(outputs):
             vector = np.asarray(pooled(outputs), dtype=np.float64)
@@ -309,9 +321,15 @@ class Service:
         self.check_embeds()
         if dimensions is not None and dimensions < 1:
             raise ApiError("`dimensions` should be positive")
+        pooling = pooling or self.pooling
+        if pooling == SPLADE:  # TEI's answers for a SPLADE model
+            if normalize:
+                raise ApiError("`normalize` is not available for SPLADE models", "Backend")
+            if layers is not None:
+                raise ApiError("`layers` is not available for SPLADE models (the vector comes from the "
+                               "masked-LM head over the last layer)", "Validation")
         items, single = embed_items(prompted(self.bert, inputs, prompt_name), self.config.max_items, field)
         layers = tuple(layers) if layers is not None else (-1,)
-        pooling = pooling or self.pooling
 
         def make(item, where):
             return self.embed_plan(item, where, layers, pooling, truncate, left, dimensions, normalize)
@@ -340,6 +358,8 @@ class Service:
         """TEI's ``/embed_all``: per input, every token's last hidden state."""
         self.metrics.request(method_of(body.inputs))
         self.check_embeds()
+        if self.pooling == SPLADE:
+            raise ApiError("`embed_all` is not available for SPLADE models", "Backend")
         return await self.row_route("embed_all", body, self.bert.states_plan, self.bert.model.config.hidden_size)
 
     async def embed_sparse(self, body: s.EmbedSparseRequest) -> tuple[list, dict]:
@@ -576,6 +596,8 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
 
     config.check()
     service = Service(config, bert if bert is not None else load_model(config))
+    if service.pooling_line():
+        print(service.pooling_line(), file=sys.stderr, flush=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -594,6 +616,31 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
     routes.install(app)
     spec.install(app)
     return app
+
+
+def served_pooling(config: ServeConfig, bert) -> tuple[str, str]:
+    """``(pooling, why)`` of an embedding model's vectors: ``--pooling``, else, as TEI, the
+    directory's sentence-transformers pooling, else ``cls``. ``splade`` needs the model's
+    masked-LM head (a :class:`BertkitError` naming the flag without it)."""
+    if config.pooling == SPLADE:
+        try:
+            bert.check_sparse()
+        except InputError as e:
+            raise BertkitError(f"--pooling splade: {e}") from None
+    if config.pooling:
+        return config.pooling, "--pooling"
+    declared = read_st_pooling(config.model) if config.model else None
+    if declared:
+        return declared, "the model directory's sentence-transformers pooling"
+    return "cls", "the model directory names no pooling; --pooling chooses cls, mean, max or splade"
+
+
+def dense_sparse(outputs, size: int) -> np.ndarray:
+    """A sparse plan's ``(indices, values)`` as the dense vector of ``size`` it stands for."""
+    indices, values = outputs[0]
+    vector = np.zeros(size, dtype=np.float64)
+    vector[indices] = values
+    return vector
 
 
 def load_model(config: ServeConfig):

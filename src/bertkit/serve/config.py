@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import OptionError
 from bertkit.inference.calibration import has_saved_calibration
+from bertkit.model.pooling import SERVED_POOLINGS
 from bertkit.options import check_config, option
 from bertkit.precision import (
     CALIBRATION_HELP,
@@ -44,6 +45,12 @@ class ServeConfig:
                                    "quantisation on --calibration; the other routes on PyTorch fp32)",
                           choices=("torch", "openvino"))
     calibration: str | None = option(None, CALIBRATION_HELP, metavar="FILE")
+    pooling: str | None = option(None, "how an embedding model's tokens become one vector on /embed, "
+                                       "/similarity and /v1/embeddings (TEI's --pooling): cls, mean, max, "
+                                       "or splade (a masked-LM model's SPLADE vector over the vocabulary; "
+                                       "/embed_all and normalize refused, as TEI) (default: the "
+                                       "directory's sentence-transformers pooling, else cls)",
+                                 choices=SERVED_POOLINGS)
     host: str = option("127.0.0.1", "address to bind (127.0.0.1: this machine only)")
     port: int = option(8000, "port", ge=0, le=65535)
     workers: int = option(1, "worker processes, each with its own model copy and batcher", ge=1)

@@ -99,7 +99,7 @@ class EmbedRequest(_Truncation):
     prompt_name: str | None = Field(None, description=PROMPT_NAME)
     normalize: bool = Field(True, description="scale each vector to unit length")
     dimensions: JsonInt | None = Field(None, description="keep the first N dimensions (then normalise)")
-    pooling: Literal["cls", "mean"] | None = Field(None, description="bertkit: cls or mean (default: the "
+    pooling: Literal["cls", "mean", "max"] | None = Field(None, description="bertkit: cls, mean or max (default: the "
                                                                      "model's sentence-transformers pooling, else cls)")
     layers: list[JsonInt] | None = Field(None, description="bertkit: hidden states to concatenate "
                                                        "(default [-1], the last layer)")
