@@ -53,7 +53,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 RECIPE = {"lr": 1e-4, "batch": 16, "epochs": 2, "warmup": 0.1, "max_seq_length": 64, "weight_decay": 0.01,
-          "max_grad_norm": 1.0, "adam_eps": None}  # adam_eps None: each trainer's own (bertkit 1e-6, ST 1e-8)
+          "max_grad_norm": 1.0, "adam_eps": None,  # adam_eps None: each trainer's own (bertkit 1e-6, ST 1e-8)
+          "dropout": 0.1}  # hidden and attention dropout: BERT's, the checkpoint's and bertkit's default
 SCALE = 5.0  # STS-B's largest score: the cosine loss's targets are score / 5
 MNR_SCALE = 20.0  # sentence-transformers' default scale = 1 / bertkit's default temperature 0.05
 # bertkit's retrieval metric -> sentence-transformers' InformationRetrievalEvaluator's
@@ -78,6 +79,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "them (length buckets cost CoSENT 0.4 Spearman: issue 34), so it changes nothing here")
     p.add_argument("--adam-eps", type=float, help="AdamW's epsilon for both contenders (default: each its own, "
                                                   "bertkit BERT's 1e-6, sentence-transformers transformers' 1e-8)")
+    p.add_argument("--dropout", type=float, default=RECIPE["dropout"],
+                   help="hidden and attention dropout for both contenders (bertkit's --dropout; "
+                        "sentence-transformers' model config)")
     p.add_argument("--st-batches", choices=["own", "bertkit"], default="own",
                    help="sentence-transformers' batches: its own sampler's, or bertkit's for the same seed "
                         "(the same pairs in the same batches in the same order: a paired comparison in which "
@@ -102,7 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def recipe(args: argparse.Namespace) -> dict:
     """The hyper-parameters both contenders train with."""
     return {**RECIPE, "lr": args.lr, "batch": args.batch, "epochs": args.epochs, "warmup": args.warmup,
-            "adam_eps": args.adam_eps}
+            "adam_eps": args.adam_eps, "dropout": args.dropout}
 
 
 def read_split(data: Path, split: str, limit: int | None, loss: str) -> list:
@@ -242,7 +246,9 @@ def run_sentence_transformers(model: Path, train: list, out: Path, seed: int, re
             curve.append([time.perf_counter() - started, st_scores(evaluator, st, loss)[main]])
 
     main = "mrr@10" if loss == "mnr" else "spearman"
-    encoder = Transformer(str(model), max_seq_length=rec["max_seq_length"])
+    encoder = Transformer(str(model), max_seq_length=rec["max_seq_length"],
+                          config_kwargs={"hidden_dropout_prob": rec["dropout"],
+                                         "attention_probs_dropout_prob": rec["dropout"]})
     st = SentenceTransformer(modules=[encoder, Pooling(encoder.get_embedding_dimension(), "mean")], device="cpu")
     if loss == "mnr":
         dataset = Dataset.from_dict({"anchor": [ex.texts[0] for ex in train],
@@ -341,10 +347,12 @@ def plot(sources: list[Path], path: Path, note: str = "") -> None:
 
     colours = {"bertkit": "tab:blue", "sentence-transformers": "tab:orange"}
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    seeds = set()
     for source, marker in zip(sources, "os^Dv"):
         report = json.loads(source.read_text())
         for who, colour in colours.items():
             runs = [r for r in report["rows"] if r["contender"] == who]
+            seeds.update(r["seed"] for r in runs)
             for n, r in enumerate(runs):
                 xs, ys = zip(*r["curve"])
                 ax.plot(xs, ys, marker=marker, color=colour, alpha=0.8, lw=1,
@@ -354,7 +362,8 @@ def plot(sources: list[Path], path: Path, note: str = "") -> None:
     ax.set_ylabel("STS-B dev Spearman x100")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("BERT-Tiny on STS-B train: dev Spearman after each epoch, 3 seeds per line colour", fontsize=9)
+    ax.set_title(f"BERT-Tiny on STS-B train: dev Spearman after each epoch, {len(seeds)} seeds per line colour",
+                 fontsize=9)
     lines = textwrap.wrap(note, 130)
     if lines:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="dimgrey")
@@ -383,7 +392,8 @@ def main(argv=None) -> int:
     label = (f"{args.loss}, lr {rec['lr']:g}, batch {rec['batch']}, {rec['epochs']} epochs, "
              f"warm-up {rec['warmup']:g}{', bertkit bucket ' + str(args.bucket) if args.bucket != 50 else ''}"
              f"{', sentence-transformers on bertkit batches' if args.st_batches == 'bertkit' else ''}"
-             f"{f', AdamW eps {args.adam_eps:g} (both)' if args.adam_eps is not None else ''}")
+             f"{f', AdamW eps {args.adam_eps:g} (both)' if args.adam_eps is not None else ''}"
+             f"{f', dropout {args.dropout:g}' if args.dropout != RECIPE['dropout'] else ''}")
     print(f"sentence embeddings, {args.data.name}, {label}, {args.threads} thread(s)"
           f"{f', first {args.limit} pairs' if args.limit else ''}\n")
     print(table(rows, args.loss))
