@@ -173,6 +173,10 @@ def test_a_prepared_model_or_a_missing_torchao_is_refused_with_the_reason(tmp_pa
         with pytest.raises(BertkitError, match="fp32 model on the CPU"):
             static_int8.quantize_static(prepare(copy.deepcopy(model), "bf16"), calibration)
 
+    with monkeypatch.context() as patch:  # an older torch than the route was run on
+        patch.setattr(static_int8, "_torchao_version", lambda: "0.18.0")
+        patch.setattr(torch, "__version__", "2.11.0+cu130")
+        assert "needs torch >= 2.13 (this is 2.11.0+cu130" in static_int8.blocker()
     monkeypatch.setattr(static_int8, "_torchao_version", lambda: None)
     assert "pip install 'bertkit[int8-static]'" in static_int8.blocker()
     with pytest.raises(BertkitError, match="needs torchao"):

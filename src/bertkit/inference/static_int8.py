@@ -57,6 +57,9 @@ from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded
 from bertkit.inference.compiled import TRACING as _TRACING
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
+# the oldest torch the route was run on; torch 2.11.0+cu130 with torchao 0.18 died of a
+# segmentation fault in aoti_load_package (an AMX Xeon, 2026-11-26), so older ones are refused
+MIN_TORCH = (2, 13)
 ROUTE_VERSION = 1  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
 
@@ -77,9 +80,17 @@ def blocker() -> str | None:
 
     if _torchao_version() is None:
         return "static INT8 needs torchao (pip install 'bertkit[int8-static]')"
+    if _torch_release() < MIN_TORCH:
+        return (f"static INT8 needs torch >= {'.'.join(map(str, MIN_TORCH))} (this is {torch.__version__}: "
+                "torch 2.11 with torchao 0.18 crashed loading the compiled package); pip install torch==2.13.0")
     if cxx_compiler() is None:
         return "static INT8 compiles with inductor, which needs a C++ compiler (g++ or clang++; set $CXX)"
     return None
+
+
+def _torch_release() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
 
 
 def _torchao_version() -> str | None:
