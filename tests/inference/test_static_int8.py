@@ -216,3 +216,23 @@ def test_activations_keep_8_bits_where_the_cpu_has_vnni(cpu_class):
         pytest.skip(static_int8.blocker())
     config = static_int8.make_quantizer().global_config
     assert config.input_activation.quant_max == (127 if cpu_class == "avx2" else 255)
+
+
+@pytest.mark.parametrize("cls, autotuned", [("amx", True), ("avx512-bf16", False), ("avx512-vnni", False),
+                                            ("avx2", False)])
+def test_the_package_autotunes_only_on_the_measured_cpu_classes(monkeypatch, cls, autotuned):
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
+    configs = static_int8.package_inductor_configs()
+    assert configs["freezing"] is True
+    assert configs.get("max_autotune", False) is autotuned
+    assert (configs.get("max_autotune_gemm_backends") == "CPP,ATEN") is autotuned
+
+
+def test_the_package_key_changes_with_the_autotuning(tmp_path, monkeypatch):
+    model = load_model(make_task_model(tmp_path, "classify"))
+    calibration = static_int8.calibration_batches(rows(20, model.config.vocab_size))
+    keys = {}
+    for cls in ("amx", "avx2"):
+        monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
+        keys[cls] = static_int8._package_key(model.encoder_model(), calibration, False, 1)
+    assert keys["amx"] != keys["avx2"]  # a package built one way is never loaded for the other
