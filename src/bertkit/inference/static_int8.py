@@ -10,8 +10,9 @@ activation at run time in separate passes and leaves everything else in fp32, in
 each quantisation into the operation that produces its input and hands the products to
 oneDNN's INT8 kernels (AMX on the Intel Xeon). On that CPU (BERT-Base, one thread, CPU
 clock) it ran 1.30x / 1.44x / 1.45x the packed bf16 route at 1 / 8 / 32 x 128 tokens and 1.48x
-on SST-2 dev batches, and 0.90x / 1.21x / 1.29x / 0.99x OpenVINO's static INT8
-(docs/serving-results.md, "Packed bf16 weights and static INT8").
+on SST-2 dev batches; with its package autotuned (:data:`AUTOTUNED_CLASSES`) 1.28-1.39x /
+1.17-1.25x / 1.37-1.38x / 1.11-1.25x OpenVINO's static INT8 over two runs (docs/serving-results.md,
+"Packed bf16 weights and static INT8").
 
 The quantised graph is compiled ahead of time by AOTInductor into a package (one shared
 library with the frozen, prepacked weights, for any batch and length: no recompiling per
