@@ -146,3 +146,15 @@ def test_the_engine_and_the_route_give_the_same_terms(tmp_path):
     for mine, theirs in zip(library, answer):
         np.testing.assert_allclose([t["value"] for t in mine], [t["value"] for t in theirs], atol=1e-6)
     assert bert.embed_sparse(TEXTS[1]) == library[1]
+
+
+def test_a_directory_declaring_its_pooling_is_served_with_it(tmp_path, capsys):
+    from bertkit.modeldir.st_layout import write_st_layout
+
+    directory = make_task_model(tmp_path, "mlm")
+    bert = load(directory)
+    write_st_layout(directory, "max", bert.model.config.hidden_size, bert.max_length, False)
+    with TestClient(create_app(ServeConfig(model=str(directory)))) as client:
+        answer = client.post("/embed", json={"inputs": TEXTS, "normalize": False}).json()
+    np.testing.assert_allclose(answer, bert.embed(TEXTS, pool="max"), atol=1e-5)
+    assert "pooled by max (the model directory's: its 1_Pooling/config.json" in capsys.readouterr().err

@@ -631,7 +631,7 @@ def served_pooling(config: ServeConfig, bert) -> tuple[str, str]:
         return config.pooling, "--pooling"
     declared = read_st_pooling(config.model) if config.model else None
     if declared:
-        return declared, "the model directory's sentence-transformers pooling"
+        return declared, "the model directory's: its 1_Pooling/config.json, or the pooling it was fine-tuned with"
     return "cls", "the model directory names no pooling; --pooling chooses cls, mean, max or splade"
 
 
