@@ -252,12 +252,12 @@ def _write_sparse(bert, args, texts: list[str], pairs: list[str] | None, output:
 
     vectors = bert.embed_sparse(texts, pairs, batch_size=args.batch_size, max_length=args.max_length,
                                 on_overflow=args.on_overflow, progress=args.progress, prompt_name=args.prompt_name)
-    tokens = bert.tokenizer.convert_ids_to_tokens
     with atomic_write(output) as f:
         for i, terms in enumerate(vectors):
+            names = bert.tokenizer.convert_ids_to_tokens([t["index"] for t in terms])
             record = {"index": i, "text": texts[i], **({"pair": pairs[i]} if pairs is not None else {}),
-                      "sparse": [{"index": t["index"], "token": tokens([t["index"]])[0],
-                                  "value": round(t["value"], 6)} for t in terms]}
+                      "sparse": [{"index": t["index"], "token": name, "value": round(t["value"], 6)}
+                                 for t, name in zip(terms, names)]}
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     mean = sum(len(v) for v in vectors) / max(len(vectors), 1)
     print(f"wrote {len(texts)} inputs' sparse vectors ({mean:.0f} non-zero terms each on average, of "

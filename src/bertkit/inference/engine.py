@@ -122,11 +122,9 @@ class BertInference(TaskInference):
     def compiling(self) -> bool:
         """Whether a compiled form is still being built in the background (``warm_up(background=True)``:
         static INT8's batch graph); answers meanwhile come from a slower form."""
-        if getattr(self.model, "bertkit_static_int8", False):
-            from bertkit.inference import static_int8
+        from bertkit.inference import static_int8
 
-            return static_int8.compiling(self.model)
-        return False
+        return static_int8.compiling(self.model)
 
     @property
     def default_pooling(self) -> str:
@@ -214,6 +212,16 @@ class BertInference(TaskInference):
         return results[0] if single else results
 
     # ------------------------------------------------------------------ embeddings
+    def _prompted_inputs(self, texts, pairs, prompt_name: str | None) -> tuple[bool, list[str], Any]:
+        """``(single, texts, pairs)`` of :meth:`embed`'s and :meth:`embed_sparse`'s inputs: one
+        text made a list of one (its pair too), the prompt (:meth:`prompt_text`) before each text."""
+        single = isinstance(texts, str)
+        prompt = self.prompt_text(prompt_name)
+        texts = [prompt + t for t in ([texts] if single else texts)]
+        if single and isinstance(pairs, str):
+            pairs = [pairs]
+        return single, texts, pairs
+
     def embed_sparse(
         self,
         texts: str | Sequence[str],
@@ -231,11 +239,7 @@ class BertInference(TaskInference):
         if getattr(self.model, "mlm_head", None) is None:
             raise CheckpointError(f"{self.source}: the checkpoint has no masked-LM head for sparse (SPLADE) "
                                   "embeddings")
-        single = isinstance(texts, str)
-        prompt = self.prompt_text(prompt_name)
-        texts = [prompt + t for t in ([texts] if single else texts)]
-        if single and isinstance(pairs, str):
-            pairs = [pairs]
+        single, texts, pairs = self._prompted_inputs(texts, pairs, prompt_name)
         encodings = self.encode(texts, pairs, max_length=max_length, on_overflow=on_overflow)
         results = self.run_plans([self.sparse_plan(enc) for enc in encodings], max_batch_size=batch_size,
                                  progress=progress, desc="embed sparse")
@@ -286,11 +290,7 @@ class BertInference(TaskInference):
         for layer in layers:
             if not -num_states <= layer < num_states:
                 raise ValueError(f"layer {layer} out of range for {num_states} hidden states (0..{num_states - 1})")
-        single = isinstance(texts, str)
-        prompt = self.prompt_text(prompt_name)
-        texts = [prompt + t for t in ([texts] if single else texts)]
-        if single and pairs is not None and isinstance(pairs, str):
-            pairs = [pairs]
+        single, texts, pairs = self._prompted_inputs(texts, pairs, prompt_name)
         if long_text is not None and long_text.windowed:
             from bertkit.inference.windows import embed_in_windows
 

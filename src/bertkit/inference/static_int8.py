@@ -237,9 +237,9 @@ def describe(model) -> str:
 
 def compiling(model) -> bool:
     """Whether ``model``'s batch graph is being compiled in the background (a server's
-    batches run on the slower package until it is done)."""
-    route = model.bertkit_static_int8_route
-    return route.batches_started and not route.batches_ready.is_set() and route.batches_error is None
+    batches run on the slower package until it is done); False for a model not on this route."""
+    route = getattr(model, "bertkit_static_int8_route", None)
+    return route is not None and route.batches_started and not route.batches_ready.is_set() and route.batches_error is None
 
 
 class _Route:
