@@ -38,7 +38,8 @@ def test_a_benchmark_runs_at_a_tiny_shape(script):
 
 @pytest.mark.parametrize("script", ["accuracy", "finetune_precision", "model_speed", "serve",
                                     "tokenizer", "tokenizer_train", "doors", "linear_probe",
-                                    "embedding_train", "embedding_step", "static_int8_forms", "serve_cpu"])
+                                    "embedding_train", "embedding_step", "static_int8_forms", "serve_cpu",
+                                    "embedding_parity"])
 def test_a_benchmark_answers_help(script):
     """The heavier ones (real models, data or servers): at least their imports and flags."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), "--help"],
@@ -59,6 +60,22 @@ def test_the_embedding_training_benchmark_runs_on_toy_pairs(tmp_path):
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| **sentence-transformers** | mean |" in done.stdout and "| **bertkit** | mean |" in done.stdout
+
+
+def test_the_embedding_parity_check_runs_on_a_toy_masked_lm(tmp_path):
+    """bench/embedding_parity.py's sparse half: a toy masked-LM model, toy STS-B sentences,
+    /embed_sparse and --pooling splade's /embed against sentence-transformers' SparseEncoder."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("fastapi")
+    from tests.task_models import make_task_model
+    from tests.tasks.test_embedding import write_stsb
+
+    model, data = make_task_model(tmp_path, "mlm"), write_stsb(tmp_path / "data", 32, 12)
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "embedding_parity.py"), "--sparse-model",
+                           str(model), "--data", str(data), "--count", "10"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "same non-zero terms 10/10" in done.stdout, done.stdout
 
 
 def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
