@@ -15,6 +15,8 @@ Servers (``--servers``, comma-separated):
 * ``hf fp32 batched`` / ``hf int8 batched``: the same, but the requests that arrive while the
   pipeline runs are gathered and given to the pipeline as one list with its own
   ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously;
+* ``bertkit fp32 process`` / ``bertkit int8 process`` / ``bertkit int8 static process``: the
+  same with ``--model-process`` (the forward passes in a process of their own);
 * ``bertkit openvino fp32`` / ``bertkit openvino int8``: ``bertkit serve --runtime openvino``
   (int8: NNCF static INT8 calibrated on the first 300 sentences of ``--data``'s train.tsv);
   fp32 answers are checked within 1e-2, OpenVINO's kernels differing from PyTorch's by ~1e-3;
@@ -23,6 +25,8 @@ Servers (``--servers``, comma-separated):
   the waiting requests encoded as one list), on a copy of the model in sentence-transformers'
   layout (``bertkit st-layout``); vectors checked against the Python API's within 1e-4.
 
+Every server runs without an access log (bertkit with ``--no-access-log``, the baselines at
+uvicorn's ``warning`` level), as a line per request costs a Python server about 100 us.
 All servers are started first; then, at each concurrency of ``--concurrency``, the servers'
 rounds are interleaved (``--rounds`` rounds, each server in turn, the order rotated each
 round) so that a slow period of the shared machine hits all of them. Each answer is checked:
@@ -57,7 +61,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
-           "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino int8")
+           "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino int8",
+           "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -82,13 +87,43 @@ def parse_args(argv=None):
     p.add_argument("--server-threads", type=int, default=None, metavar="N",
                    help="CPU threads of every server (OMP_NUM_THREADS; default: each library's own); "
                         "1 on a machine where other jobs hold cores, or OpenMP's barriers stall")
+    p.add_argument("--server-cpus", type=cpu_list, metavar="LIST",
+                   help="CPUs the servers run on (e.g. 0,1 or 0-1), and with --client-cpus the load "
+                        "generator on others: on a machine with cores to spare, the client's CPU then "
+                        "no longer caps the servers (default: all CPUs for all)")
+    p.add_argument("--client-cpus", type=cpu_list, metavar="LIST", help="CPUs of the load generator")
+    p.add_argument("--client-processes", type=int, default=1, metavar="K",
+                   help="load generator processes, each sending its share of the requests at its share "
+                        "of the concurrency (default 1: one aiohttp client near 1,400 requests/s on a "
+                        "core caps a fast server; give K > 1 with --client-cpus on a larger machine)")
     p.add_argument("--json")
     p.add_argument("--baseline-server", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if not args.baseline_server and not args.data:
         p.error("--data is required (the SST-2 folder holding dev.tsv)")
+    if args.client_processes < 1:
+        p.error("--client-processes must be at least 1")
     return args
+
+
+def cpu_list(text: str) -> set[int]:
+    """``0,1`` / ``0-3,8`` -> the set of CPU numbers."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a CPU list: {text!r} (e.g. 0,1 or 0-3)") from None
+    return cpus
+
+
+def popen(cmd: list[str], env: dict, args) -> subprocess.Popen:
+    """A server process (on ``--server-cpus`` when given)."""
+    pin = (lambda: os.sched_setaffinity(0, args.server_cpus)) if args.server_cpus else None
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=pin)
 
 
 class Gatherer:
@@ -170,6 +205,8 @@ def baseline_app(model_dir: str, server: str, batch_size: int):
         pipe = pipeline("text-classification", model=model_dir, device="cpu")
         if "int8" in server:
             pipe.model = torch.ao.quantization.quantize_dynamic(pipe.model, {torch.nn.Linear}, dtype=torch.qint8)
+        elif "bf16" in server:
+            pipe.model = pipe.model.to(torch.bfloat16)
     one_thread = ThreadPoolExecutor(1)
     app = FastAPI()
 
@@ -224,12 +261,12 @@ def start(server: str, args, port: int) -> subprocess.Popen:
         env["OMP_NUM_THREADS"] = str(args.server_threads)
     if server == "bertkit embed":
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.embed_model, "--port", str(port),
-               "--max-queue", "4096"]
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               "--max-queue", "4096", "--no-access-log"]
+        return popen(cmd, env, args)
     if server == "st embed":
         cmd = [sys.executable, __file__, "--model", args.embed_model, "--baseline-server", server,
                "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return popen(cmd, env, args)
     if server.startswith("hf"):
         cmd = [sys.executable, __file__, "--model", args.model, "--baseline-server", server,
                "--hf-batch-size", str(args.hf_batch_size), "--port", str(port)]
@@ -238,12 +275,14 @@ def start(server: str, args, port: int) -> subprocess.Popen:
         if server == "bertkit int8 x86":  # INT8 layers packed for PyTorch's x86 engine, not onednn
             env["BERTKIT_INT8_ENGINE"] = "x86"
         cmd = [sys.executable, "-m", "bertkit.cli.main", "serve", args.model, "--port", str(port),
-               "--precision", precision, "--max-queue", "4096"]
+               "--precision", precision, "--max-queue", "4096", "--no-access-log"]
         if "openvino" in server:
             cmd += ["--runtime", "openvino"]
-        if precision == "int8" and ("openvino" in server or server.endswith("static")):
+        if precision == "int8" and ("openvino" in server or "static" in server.split()):
             cmd += ["--calibration", calibration_file(args.data)]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if server.endswith(" process"):
+            cmd += ["--model-process"]
+    return popen(cmd, env, args)
 
 
 def precision_of(server: str) -> str:
@@ -322,6 +361,24 @@ async def load_level(url, sentences, count, concurrency, max_seconds, route="/pr
         return results, time.perf_counter() - start
 
 
+def run_level(job: tuple) -> tuple[list, float]:
+    """:func:`load_level` in a process of a ``--client-processes`` pool."""
+    return asyncio.run(load_level(*job))
+
+
+def drive_level(pool, url, sentences, count, concurrency, max_seconds, route) -> tuple[list, float]:
+    """One round: :func:`load_level` here, or split over ``pool``'s processes (each its share of
+    ``count`` and of ``concurrency``, rotated texts); the round's seconds are the slowest
+    share's, as the shares run at once."""
+    if pool is None:
+        return asyncio.run(load_level(url, sentences, count, concurrency, max_seconds, route))
+    k = pool._max_workers
+    jobs = [(url, sentences[i * 97:] + sentences[:i * 97], count // k + (i < count % k),
+             concurrency // k + (i < concurrency % k), max_seconds, route) for i in range(k)]
+    shares = list(pool.map(run_level, [j for j in jobs if j[2] and j[3]]))
+    return [r for results, _ in shares for r in results], max(seconds for _, seconds in shares)
+
+
 def percentile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q / 100 * len(values)))] if values else float("nan")
@@ -396,7 +453,7 @@ def main(argv=None) -> int:
         print(f"model: {args.shape}-shaped SST-2 classifier, random weights ({args.model})", flush=True)
     with open(dev, encoding="utf-8") as f:
         sentences = [r["sentence"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
-    bert = load(args.model)
+    bert = load(args.model, precision="fp32")  # the reference answers: fp32 (auto is bf16 on a wide model)
     references = dict(zip(sentences, bert.predict(sentences)))
     levels = [int(c) for c in args.concurrency.split(",")]
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
@@ -419,12 +476,18 @@ def main(argv=None) -> int:
         vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         references["embed"] = dict(zip(sentences, vectors.tolist()))
     per_round = max(args.requests // len(levels) // args.rounds, 1)
-    procs, urls, rows = {}, {}, []
+    procs, urls, rows, pool = {}, {}, [], None
     try:
         for server in servers:
             port = free_port()
             procs[server] = start(server, args, port)
             urls[server] = f"http://127.0.0.1:{port}"
+        if args.client_cpus:  # after the servers started: they keep --server-cpus
+            os.sched_setaffinity(0, args.client_cpus)
+        if args.client_processes > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            pool = ProcessPoolExecutor(args.client_processes)
         for server in servers:
             asyncio.run(wait_ready(urls[server], procs[server]))
             asyncio.run(load_level(urls[server], sentences, 40, 4, 60, route_of(server)))  # warm-up
@@ -437,8 +500,8 @@ def main(argv=None) -> int:
                 for server in order:
                     offset = (r * per_round) % len(sentences)
                     rotated = sentences[offset:] + sentences[:offset]
-                    rounds[server].append(asyncio.run(load_level(urls[server], rotated, per_round, concurrency,
-                                                                 args.max_seconds, route_of(server))))
+                    rounds[server].append(drive_level(pool, urls[server], rotated, per_round, concurrency,
+                                                      args.max_seconds, route_of(server)))
             for server in servers:
                 row = summarise(server, concurrency, rounds[server], references)
                 rows.append(row)
@@ -446,6 +509,8 @@ def main(argv=None) -> int:
                       f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {row['failed']:>6} {row['wrong']:>6} "
                       f"{row['max_score_diff']:9.2g}", flush=True)
     finally:
+        if pool is not None:
+            pool.shutdown()
         for proc in procs.values():
             proc.terminate()
             try:
@@ -459,7 +524,7 @@ def main(argv=None) -> int:
             print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
     for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "bertkit openvino fp32",
-                 "bertkit openvino int8"):
+                 "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process"):
         precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:

@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = ("bertkit", "hf")
+SERVERS = ("bertkit", "bertkit process", "bertkit compiled process", "bertkit bf16", "bertkit bf16 process",
+           "bertkit bf16 compiled process",
+           "hf", "hf bf16")
 
 
 def parse_args(argv=None):
@@ -50,6 +52,12 @@ def parse_args(argv=None):
     if args.requests < 1 or args.concurrency < 1 or args.rounds < 1:
         p.error("--requests, --concurrency and --rounds must be at least 1")
     return args
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def thread_cpu() -> dict[int, float]:
@@ -117,6 +125,11 @@ async def measure(app, bodies: list[bytes], concurrency: int, profile: bool) -> 
     import pstats
 
     loop_thread = threading.get_native_id()
+    service = getattr(app.state, "service", None)
+    batcher = getattr(service, "batcher", None)  # bertkit's: rows per pass
+    engine = getattr(service, "engine", None)  # bertkit's --model-process: its CPU counts too
+    passes = (batcher.batches_run, batcher.rows_run) if batcher else None
+    child = process_cpu(engine.pid) if engine else 0.0
     before, cpu, clock = thread_cpu(), time.process_time(), time.perf_counter()
     profiler = cProfile.Profile() if profile else None
     if profiler:
@@ -125,24 +138,31 @@ async def measure(app, bodies: list[bytes], concurrency: int, profile: bool) -> 
     if profiler:
         profiler.disable()
     seconds, cpu = time.perf_counter() - clock, time.process_time() - cpu
+    child = process_cpu(engine.pid) - child if engine else 0.0
     after, n = thread_cpu(), len(bodies)
     loop = after[loop_thread] - before.get(loop_thread, 0.0)
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
-    return {"req_s": n / seconds, "cpu_us": 1e6 * cpu / n, "loop_us": 1e6 * loop / n,
-            "other_us": 1e6 * (cpu - loop) / n}
+    rows_per_pass = ((batcher.rows_run - passes[1]) / max(batcher.batches_run - passes[0], 1)
+                     if batcher else float("nan"))
+    return {"req_s": n / seconds, "cpu_us": 1e6 * (cpu + child) / n, "loop_us": 1e6 * loop / n,
+            "other_us": 1e6 * (cpu - loop) / n, "child_us": 1e6 * child / n, "rows_per_pass": rows_per_pass}
 
 
 def build(server: str, args):
-    if server == "bertkit":
+    if server.startswith("bertkit"):
         from bertkit.serve.app import create_app
         from bertkit.serve.config import ServeConfig
 
-        return create_app(ServeConfig(model=args.model, threads=1, max_queue=4096))
+        precision = "bf16" if "bf16" in server else "auto"
+        return create_app(ServeConfig(model=args.model, threads=1, max_queue=4096, precision=precision,
+                                      compile="on" if "compiled" in server else "auto",
+                                      model_process="process" in server))
     sys.path.insert(0, str(ROOT / "bench"))
     from serve import baseline_app
 
-    return baseline_app(args.model, "hf fp32 batched", args.hf_batch_size)
+    return baseline_app(args.model, "hf bf16 batched" if "bf16" in server else "hf fp32 batched",
+                        args.hf_batch_size)
 
 
 def main(argv=None) -> int:
@@ -164,7 +184,9 @@ def main(argv=None) -> int:
                 row = await measure(apps[server], bodies, args.concurrency, False)
                 rows[server].append(row)
                 print(f"round {r + 1} {server:8s} {row['req_s']:7.0f} req/s  CPU/request {row['cpu_us']:5.0f} us: "
-                      f"event loop {row['loop_us']:4.0f}, other threads {row['other_us']:4.0f}", flush=True)
+                      f"event loop {row['loop_us']:4.0f}, other threads {row['other_us']:4.0f}, "
+                      f"model process {row['child_us']:4.0f}, "
+                      f"rows per forward pass {row['rows_per_pass']:.1f}", flush=True)
         if args.profile:
             await measure(apps[args.profile], bodies, args.concurrency, True)
         return rows
@@ -172,10 +194,12 @@ def main(argv=None) -> int:
     rows = asyncio.run(run())
     print(f"\nmedians over {args.rounds} rounds, {args.requests} requests each, concurrency {args.concurrency}, "
           f"load average {os.getloadavg()[0]:.1f}:")
-    print("| server | req/s | CPU us/request | event loop | other threads |\n|---|---|---|---|---|")
+    print("| server | req/s | CPU us/request | event loop | other threads | model process | rows per pass |\n"
+          "|---|---|---|---|---|---|---|")
     for server, found in rows.items():
         med = {k: statistics.median(r[k] for r in found) for k in found[0]}
-        print(f"| {server} | {med['req_s']:.0f} | {med['cpu_us']:.0f} | {med['loop_us']:.0f} | {med['other_us']:.0f} |")
+        print(f"| {server} | {med['req_s']:.0f} | {med['cpu_us']:.0f} | {med['loop_us']:.0f} | {med['other_us']:.0f} "
+              f"| {med['child_us']:.0f} | {med['rows_per_pass']:.1f} |")
     os._exit(0)  # the apps' worker threads hold no state worth a clean shutdown here
 
 

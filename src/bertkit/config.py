@@ -20,6 +20,7 @@ from bertkit.fileio import atomic_write
 
 ATTENTION_KINDS = ("bidirectional", "causal")
 ATTENTION_IMPLS = ("padded", "unpadded")
+UNPAD_MODES = ("auto", *ATTENTION_IMPLS)  # BertInference.unpad's choices (serve --attention-impl)
 
 # The label value every loss ignores (positions with nothing to predict), Hugging Face's
 # convention; MLM labels, token-task labels and the ltr targets all use it.

@@ -67,3 +67,17 @@ def test_origins_lose_a_trailing_slash():
     assert ServeConfig(model="m", cors_allow_origin="https://a.org/, http://b.org:8080").origins() == \
         ["https://a.org", "http://b.org:8080"]
     assert ServeConfig(model="m").origins() == ["*"]
+
+
+@pytest.mark.parametrize("logged", [True, False])
+def test_the_access_log_setting_reaches_uvicorn(logged, monkeypatch):
+    """``--no-access-log`` (a field, so a flag) turns uvicorn's line per request off."""
+    import uvicorn
+
+    from bertkit.serve import app as serve_app
+
+    seen = {}
+    monkeypatch.setattr(serve_app, "create_app", lambda config: "the app")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.update(options, app=app))
+    serve_app.run(ServeConfig(model="m", port=0, access_log=logged))
+    assert seen["app"] == "the app" and seen["access_log"] is logged

@@ -30,7 +30,8 @@ import torch
 
 from bertkit import cpu
 from bertkit.checkpoint import check_vocabulary, load_tokenizer
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.config import UNPAD_MODES
+from bertkit.errors import BertkitError, CheckpointError, OptionError
 from bertkit.inference import compiled
 from bertkit.inference.features import run_model
 from bertkit.inference.heads import TaskInference, hidden_features, pool_features
@@ -57,6 +58,7 @@ class BertInference(TaskInference):
 
     runtime = "torch"  # what runs the task-head rows (bertkit.inference.openvino: "openvino")
     compile_reason = "--compile off"  # load(compile=) says why it compiled or not
+    attention_reason = "the model's own"  # unpad() says why batches run padded or on their real tokens
 
     @property
     def served_precision(self) -> str:
@@ -105,6 +107,47 @@ class BertInference(TaskInference):
         if compiling and not compiled.is_compiled(self.model):
             compiled.compile_encoder(self.model)
         return compiling
+
+    @property
+    def attention_impl(self) -> str:
+        """``padded`` or ``unpadded`` (:mod:`bertkit.model.unpadded`): how a batch of rows of
+        different lengths runs."""
+        return getattr(self.model.config, "attention_impl", "padded")
+
+    def unpad(self, mode: str = "auto", option: str = "--attention-impl") -> bool:
+        """Run batches of rows of different lengths on their real tokens only if ``mode`` says
+        so (``auto``, ``padded``, ``unpadded``; :data:`UNPAD_MODES`): the same answers within
+        float rounding (:mod:`bertkit.model.unpadded`), less work where rows are padded (a
+        server's batches of mixed requests: BERT-Tiny's forward passes 1.2x faster at
+        concurrency 32, docs/serving-results.md). ``unpadded`` on the eager PyTorch route only:
+        a compiled graph, static INT8's exported graph and OpenVINO's keep fixed shapes (an
+        OptionError naming ``option``). ``auto`` unpads where that holds and the precision is
+        fp32 or INT8; in bf16/fp16 a row's rounding moves with the batch's shape, so ``auto``
+        stays padded there and the server answers as ``predict`` does, to the bit. Whether
+        batches now run unpadded; :attr:`attention_reason` says why."""
+        if mode not in UNPAD_MODES:
+            raise OptionError(f"{option} must be one of {', '.join(UNPAD_MODES)}, got {mode!r}")
+        blocker = self._unpad_blocker()
+        if mode == "unpadded" and blocker:
+            raise OptionError(f"{option} unpadded: {blocker}; use padded or auto")
+        if blocker is None and self.precision in ("bf16", "fp16"):
+            blocker = (f"{self.precision} rounds the same row differently in other shapes: padded, the "
+                       "server answers as the other doors do")
+        unpadded = mode == "unpadded" or (mode == "auto" and blocker is None)
+        self.model.config.attention_impl = "unpadded" if unpadded else "padded"
+        self.attention_reason = (f"{option} {mode}" if mode != "auto" else
+                                 f"auto: {blocker}" if blocker else
+                                 "auto: the eager route computes only the real tokens of a batch")
+        return unpadded
+
+    def _unpad_blocker(self) -> str | None:
+        if self.runtime != "torch":
+            return f"the {self.runtime} runtime runs its own graph"
+        if getattr(self.model, "bertkit_static_int8", False):
+            return "static INT8 runs an exported graph of fixed shapes"
+        if compiled.is_compiled(self.model):
+            return "the compiled graph keeps the padded shapes"
+        return None
 
     def warm_up(self, background: bool = False) -> None:
         """Build the compiled graphs now (one input, several), not at the first requests; in

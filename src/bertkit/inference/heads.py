@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -372,16 +373,16 @@ class TaskInference:
 
     # ------------------------------------------------------------------ running
     def _pad(self, rows: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        width = max(len(r.input_ids) for r in rows)
-        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
-        types = torch.zeros_like(ids)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            n = len(r.input_ids)
-            ids[i, :n] = torch.tensor(r.input_ids)
-            types[i, :n] = torch.tensor(r.token_type_ids)
-            mask[i, :n] = 1
-        return ids.to(self.device), types.to(self.device), mask.to(self.device)
+        """Rows' ids, token types and attention mask, padded to the longest row (numpy fills
+        them: three small torch ops per row cost a server's worker a fifth of its time)."""
+        lengths = np.fromiter((len(r.input_ids) for r in rows), dtype=np.int64, count=len(rows))
+        width = int(lengths.max())
+        mask = np.arange(width) < lengths[:, None]
+        ids = np.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        types = np.zeros((len(rows), width), dtype=np.int64)
+        ids[mask] = np.fromiter(chain.from_iterable(r.input_ids for r in rows), dtype=np.int64)
+        types[mask] = np.fromiter(chain.from_iterable(r.token_type_ids for r in rows), dtype=np.int64)
+        return tuple(torch.from_numpy(a).to(self.device) for a in (ids, types, mask.astype(np.int64)))
 
     def run_rows(self, key: tuple, rows: Sequence) -> list[Any]:
         """One forward pass over ``rows`` (encodings sharing ``key``); one output per row, as

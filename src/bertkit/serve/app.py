@@ -33,6 +33,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from bertkit.cpu import torch_threads
 from bertkit.errors import BertkitError, InputError
+from bertkit.inference.process import EngineProcess
 from bertkit.model.pooling import SPLADE
 from bertkit.modeldir.st_layout import read_st_pooling
 from bertkit.serve import offload
@@ -87,6 +88,7 @@ class Service:
         self.config = config
         self.bert = bert
         self.batcher: ContinuousBatcher | None = None
+        self.engine: EngineProcess | None = None  # --model-process: the forward passes' process
         self.long_text = bert.long_text_choice(config.long_text)  # a bad --stride: refused here
         self.pooling, self.pooling_reason = served_pooling(config, bert)
         self.metrics = Metrics(lambda: self.batcher.queued if self.batcher else 0, bert.max_length)
@@ -94,16 +96,21 @@ class Service:
 
     def start(self) -> None:
         c = self.config
+        if c.model_process:
+            self.engine = EngineProcess(load_model, c, False, True, name="bertkit-model")
+            self.engine.start()
         self.batcher = ContinuousBatcher(self.run_rows, c.max_batch_tokens, c.max_batch_size, c.max_queue,
                                          on_batch=self.metrics.on_batch)
 
     def stop(self) -> None:
         if self.batcher is not None:
             self.batcher.close()
+        if self.engine is not None:
+            self.engine.close()
 
     def run_rows(self, key: tuple, rows) -> list:
-        """The batcher's forward pass: the engine's."""
-        return self.bert.run_rows(key, rows)
+        """The batcher's forward pass: the engine's (in its own process with --model-process)."""
+        return (self.engine or self.bert).run_rows(key, rows)
 
     # ------------------------------------------------------------------ what the model is
     @property
@@ -499,12 +506,15 @@ class Service:
                 "sha": None, "docker_label": None,
                 "bertkit": {"task": bert.task, "labels": labels, "pair_inputs": bert.pair_inputs,
                             "max_length": bert.max_length, "precision": precision,
-                            "runtime": bert.runtime, "compiling": bert.compiling,
+                            "runtime": bert.runtime,
+                            "compiling": self.engine.compiling if self.engine else bert.compiling,
+                            "attention_impl": bert.attention_impl,
                             "num_layers": config.num_hidden_layers, "num_heads": max(heads),
                             "heads_per_layer": heads,
                             "hidden_size": config.hidden_size,
                             "long_text": {"mode": self.long_text.mode, "stride": self.long_text.stride,
                                           "pool_windows": self.long_text.pool},
+                            "model_process": self.engine.pid if self.engine else None,
                             "batches_run": self.batcher.batches_run if self.batcher else 0,
                             "rows_run": self.batcher.rows_run if self.batcher else 0}}
 
@@ -595,7 +605,7 @@ def create_app(config: ServeConfig, bert=None) -> FastAPI:
     from bertkit.serve.gate import Gate, add_docs
 
     config.check()
-    service = Service(config, bert if bert is not None else load_model(config))
+    service = Service(config, bert if bert is not None else load_model(config, warm=not config.model_process))
     if service.pooling_line():
         print(service.pooling_line(), file=sys.stderr, flush=True)
 
@@ -643,8 +653,11 @@ def dense_sparse(outputs, size: int) -> np.ndarray:
     return vector
 
 
-def load_model(config: ServeConfig):
-    """The engine serving ``config.model`` (PyTorch or OpenVINO), its choice printed."""
+def load_model(config: ServeConfig, announce: bool = True, warm: bool = True):
+    """The engine serving ``config.model`` (PyTorch or OpenVINO), its choice printed unless not
+    ``announce``, its compiled graphs built unless not ``warm``. With --model-process both
+    processes load it: the server's copy (plans, /info, /attention) is neither announced twice
+    nor warmed, the model process's runs the forward passes."""
     from bertkit.inference import load
 
     if config.threads:
@@ -667,14 +680,19 @@ def load_model(config: ServeConfig):
         else:
             bert = load(config.model, device=config.device, precision=config.precision)
             bert.compile(config.compile)
+        bert.unpad(config.attention_impl)
     # the compiled graphs are built outside the one-thread block (their kernels take the thread
     # count they are built with) and in a thread of their own, whose OpenMP threads end with it
-    warming = threading.Thread(target=bert.warm_up, kwargs={"background": True}, name="bertkit-compile")
-    warming.start()
-    warming.join()
-    print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
-          f"{bert.served_precision} ({bert.precision_reason}), compile: {bert.compile_reason}",
-          file=sys.stderr, flush=True)
+    if warm:
+        warming = threading.Thread(target=bert.warm_up, kwargs={"background": True}, name="bertkit-compile")
+        warming.start()
+        warming.join()
+    if announce:
+        print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
+              f"{bert.served_precision} ({bert.precision_reason}), compile: {bert.compile_reason}, "
+              f"batches {bert.attention_impl} ({bert.attention_reason})"
+              f"{', forward passes in a process of their own' if config.model_process else ''}",
+              file=sys.stderr, flush=True)
     return bert
 
 
@@ -735,7 +753,7 @@ def run(config: ServeConfig) -> None:
     config.check()
     check_port(config.host, config.port)
     options = dict(host=config.host, port=config.port, log_level="info", timeout_graceful_shutdown=30,
-                   **uvicorn_options(config))
+                   access_log=config.access_log, **uvicorn_options(config))
     if config.workers > 1:
         os.environ[ENV_VAR] = config.to_json()
         uvicorn.run("bertkit.serve.app:app_from_env", factory=True, workers=config.workers, **options)

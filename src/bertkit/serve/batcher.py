@@ -67,15 +67,27 @@ class Timings:
     plans: list[tuple[float, float, float, int]] = field(default_factory=list)
 
 
-def _deliver(row: _Row, value: Any = None, error: BaseException | None = None) -> None:
-    def set_it():
-        if not row.future.done():
-            if error is not None:
-                row.future.set_exception(error)
-            else:
-                row.future.set_result(value)
+def _deliver(rows: Sequence[_Row], values: Sequence[Any] | None = None,
+             error: BaseException | None = None) -> None:
+    """Each row's value (or ``error`` for all) to its future, with one wake-up of each event
+    loop for the whole batch: a ``call_soon_threadsafe`` per row wrote to the loop's wake-up
+    pipe once per row, a system call and a loop iteration each (a tenth of the worker's time
+    on BERT-Tiny at concurrency 32)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for i, row in enumerate(rows):
+        by_loop.setdefault(row.loop, []).append((row.future, None if values is None else values[i]))
 
-    row.loop.call_soon_threadsafe(set_it)
+    def set_them(pairs):
+        for future, value in pairs:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
+
+    for loop, pairs in by_loop.items():
+        loop.call_soon_threadsafe(set_them, pairs)
 
 
 class ContinuousBatcher:
@@ -195,8 +207,7 @@ class ContinuousBatcher:
                 outputs = self.run_rows(batch[0].key, [r.encoding for r in batch])
             except BaseException as e:  # the callers get the error; the worker lives on
                 self.running = False
-                for r in batch:
-                    _deliver(r, error=e)
+                _deliver(batch, error=e)
                 continue
             seconds = time.monotonic() - start
             self.running = False
@@ -205,5 +216,4 @@ class ContinuousBatcher:
             self.last_ok = time.monotonic()
             if self.on_batch is not None:
                 self.on_batch(len(batch), sum(r.length for r in batch), seconds)
-            for r, out in zip(batch, outputs):
-                _deliver(r, (out, start - r.arrived, seconds))
+            _deliver(batch, [(out, start - r.arrived, seconds) for r, out in zip(batch, outputs)])

@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
+from bertkit.config import UNPAD_MODES
 from bertkit.errors import OptionError
 from bertkit.inference.calibration import has_saved_calibration
 from bertkit.model.pooling import SERVED_POOLINGS
@@ -55,6 +56,19 @@ class ServeConfig:
     port: int = option(8000, "port", ge=0, le=65535)
     workers: int = option(1, "worker processes, each with its own model copy and batcher", ge=1)
     threads: int | None = option(None, "torch CPU threads per worker (default: torch's)", ge=1)
+    attention_impl: str = option("auto", "a batch of requests of different lengths: unpadded (only "
+                                         "the real tokens computed; the same answers, less work), "
+                                         "padded, or auto (unpadded on the eager PyTorch route in fp32 and "
+                                         "INT8; bf16, compiled graphs, static INT8 and OpenVINO stay "
+                                         "padded)",
+                                 choices=UNPAD_MODES)
+    access_log: bool = option(True, "a log line per request on stderr (uvicorn's access log); "
+                                    "--no-access-log spares its cost at high request rates")
+    model_process: bool = option(False, "run the forward passes in a process of their own, so that "
+                                        "they and the HTTP work do not take turns at one Python "
+                                        "interpreter lock (a small model at high concurrency: 1.5-1.7x "
+                                        "the requests/s on BERT-Tiny, docs/serving-results.md); the "
+                                        "model is loaded in both processes")
     max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",
                                    ge=1, metavar="N")
     max_batch_size: int = option(64, "inputs per forward pass", ge=1, metavar="N")

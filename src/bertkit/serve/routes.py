@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bertkit.errors import InputError
+from bertkit.inference.process import EngineProcessEnded
 from bertkit.serve import offload
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import NeverFits, QueueFull
@@ -256,6 +257,11 @@ async def on_full(request: Request, exc: QueueFull):
     return fail(request, ApiError(str(exc), "Overloaded", headers={"Retry-After": "1"}))
 
 
+async def on_engine_ended(request: Request, exc: EngineProcessEnded):
+    # --model-process: the model's process died under this batch; it is started again for the next
+    return fail(request, ApiError(str(exc), "Unhealthy", headers={"Retry-After": "1"}))
+
+
 async def on_never(request: Request, exc: NeverFits):
     # TEI: more inputs than its concurrent-request permits
     return fail(request, ApiError(str(exc), "Validation", 413, tei_err="overloaded"))
@@ -275,7 +281,8 @@ async def on_http(request: Request, exc: StarletteHTTPException):
 
 
 HANDLERS = {ApiError: on_api_error, RequestValidationError: on_validation, InputError: on_input,
-            QueueFull: on_full, NeverFits: on_never, StarletteHTTPException: on_http}
+            QueueFull: on_full, NeverFits: on_never, StarletteHTTPException: on_http,
+            EngineProcessEnded: on_engine_ended}
 
 
 def install(app: FastAPI) -> None:

@@ -1,0 +1,48 @@
+"""``BertInference.unpad``: batches of rows of different lengths on their real tokens only,
+where the route allows it, with the same answers (serve --attention-impl)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertkit.errors import OptionError
+from bertkit.inference import compiled, load
+
+from ..task_models import make_task_model
+
+TEXTS = ["the man went to the store . he is good", "hello", "she was bad , the night was good !", "a day"]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_auto_unpads_the_eager_route_and_answers_as_padded(tmp_path, precision):
+    directory = make_task_model(tmp_path, "classify")
+    padded = load(directory, precision=precision)
+    assert padded.attention_impl == "padded" and not padded.unpad("padded")
+    unpadded = load(directory, precision=precision)
+    assert unpadded.unpad("auto") and unpadded.attention_impl == "unpadded"
+    assert "real tokens" in unpadded.attention_reason
+    plans = [padded.plan_predict(t, "truncate", padded.long_text) for t in TEXTS]
+    rows = [p.rows[0] for p in plans]
+    assert len({len(r.input_ids) for r in rows}) > 1  # a batch with padding
+    tolerance = 1e-5 if precision == "fp32" else 5e-2  # INT8 scales each batch's activations
+    np.testing.assert_allclose(np.stack(unpadded.run_rows(plans[0].key, rows)),
+                               np.stack(padded.run_rows(plans[0].key, rows)), atol=tolerance)
+
+
+def test_a_fixed_shape_route_stays_padded_and_unpadded_is_refused_there(tmp_path, monkeypatch):
+    directory = make_task_model(tmp_path, "classify")
+    bert = load(directory, precision="fp32")
+    monkeypatch.setattr(compiled, "is_compiled", lambda model: True)
+    assert not bert.unpad("auto") and bert.attention_impl == "padded"
+    assert bert.attention_reason == "auto: the compiled graph keeps the padded shapes"
+    with pytest.raises(OptionError, match="--attention-impl unpadded: the compiled graph keeps"):
+        bert.unpad("unpadded")
+    with pytest.raises(OptionError, match="--attention-impl must be one of auto, padded, unpadded"):
+        bert.unpad("packed")
+
+
+def test_auto_keeps_bf16_padded_so_that_the_doors_agree_to_the_bit(tmp_path):
+    bert = load(make_task_model(tmp_path, "classify"), precision="bf16")
+    assert not bert.unpad("auto") and "bf16 rounds the same row differently" in bert.attention_reason
+    assert bert.unpad("unpadded") and bert.attention_impl == "unpadded"  # asked for: done
