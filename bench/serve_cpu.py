@@ -4,14 +4,19 @@ the pipeline runs go to it as one list), the same SST-2 dev sentences at the sam
 
 No network and no client: each app is called as an ASGI application, ``--concurrency``
 requests in flight at once, so that the figure is the server's own work, which a load
-generator on the same two cores blurs (bench/serve.py's aiohttp client takes about 0.7 ms of
+generator on the same two cores blurs (bench/serve.py's aiohttp client takes 0.2-0.7 ms of
 CPU per request). Printed per server and round: requests/s (wall; moves with the machine's
 load), CPU microseconds per request in all, in the event loop thread (parsing, validation,
 tokenising where the server does it there, answers, the web framework) and in the other
-threads (the model's worker: batching, forward passes). The CPU figures are what a busy
-machine moves least. Rounds alternate the servers.
+threads (the model's worker: batching, forward passes), in the model process of
+``--model-process``, and the rows per forward pass. The CPU figures are what a busy machine
+moves least. Rounds alternate the servers.
 
-    python bench/serve_cpu.py --model runs/sst2 --data ../shared/data/glue/SST-2
+Servers: ``bertkit`` (``serve``'s defaults, one thread), ``bertkit process``
+(``--model-process``), ``bertkit compiled process``, ``bertkit bf16`` / ``bf16 process`` /
+``bf16 compiled process``; ``hf`` (fp32) and ``hf bf16`` (the pipeline's model in bf16).
+
+    python bench/serve_cpu.py --model runs/sst2 --data ../shared/data/glue/SST-2 --servers "bertkit,bertkit process,hf"
     python bench/serve_cpu.py --model runs/sst2 --profile bertkit     # cProfile of the event loop
 """
 
@@ -96,15 +101,23 @@ async def call(app, body: bytes) -> int:
     return status[0]
 
 
-async def start(app) -> None:
-    """Run ``app``'s lifespan startup (the batcher) and leave it running."""
+async def start(app):
+    """Run ``app``'s lifespan startup (the batcher, the model process) and leave it running;
+    the coroutine that shuts it down."""
     inbox, outbox = asyncio.Queue(), asyncio.Queue()
     await inbox.put({"type": "lifespan.startup"})
-    asyncio.get_running_loop().create_task(
+    task = asyncio.get_running_loop().create_task(
         app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put))
     started = await outbox.get()
     if started["type"] != "lifespan.startup.complete":
         raise SystemExit(f"the app did not start: {started}")
+
+    async def stop():
+        await inbox.put({"type": "lifespan.shutdown"})
+        await outbox.get()
+        await task
+
+    return stop
 
 
 async def drive(app, bodies: list[bytes], concurrency: int) -> None:
@@ -175,8 +188,9 @@ def main(argv=None) -> int:
 
     async def run():
         apps = {server: build(server, args) for server in servers}
+        stops = []
         for app in apps.values():
-            await start(app)
+            stops.append(await start(app))
             await drive(app, bodies[:200], args.concurrency)  # warm-up
         rows = {server: [] for server in servers}
         for r in range(args.rounds):
@@ -189,6 +203,8 @@ def main(argv=None) -> int:
                       f"rows per forward pass {row['rows_per_pass']:.1f}", flush=True)
         if args.profile:
             await measure(apps[args.profile], bodies, args.concurrency, True)
+        for stop in stops:
+            await stop()
         return rows
 
     rows = asyncio.run(run())

@@ -90,7 +90,11 @@ def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
     (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"the movie is good {i}\t1\n" for i in range(8)),
                                   encoding="utf-8")
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "serve_cpu.py"), "--model", str(model), "--data",
-                           str(data), "--requests", "40", "--concurrency", "4", "--rounds", "1"],
+                           str(data), "--requests", "400", "--concurrency", "4", "--rounds", "1",
+                           "--servers", "bertkit,bertkit process,hf"],
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "| bertkit |" in done.stdout and "| hf |" in done.stdout, done.stdout[-2000:]
+    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("| ")}
+    assert {"bertkit", "bertkit process", "hf"} <= set(rows), done.stdout[-2000:]
+    assert float(rows["bertkit process"].split("|")[6]) > 0  # the model process's CPU is counted
+    assert "Task was destroyed" not in done.stderr  # the apps are shut down, not dropped
