@@ -14,20 +14,18 @@ from ..task_models import make_task_model
 TEXTS = ["the man went to the store . he is good", "hello", "she was bad , the night was good !", "a day"]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_auto_unpads_the_eager_route_and_answers_as_padded(tmp_path, precision):
+def test_auto_unpads_the_eager_fp32_route_and_answers_as_padded(tmp_path, cpu_class):
     directory = make_task_model(tmp_path, "classify")
-    padded = load(directory, precision=precision)
+    padded = load(directory, precision="fp32")
     assert padded.attention_impl == "padded" and not padded.unpad("padded")
-    unpadded = load(directory, precision=precision)
+    unpadded = load(directory, precision="fp32")
     assert unpadded.unpad("auto") and unpadded.attention_impl == "unpadded"
     assert "real tokens" in unpadded.attention_reason
     plans = [padded.plan_predict(t, "truncate", padded.long_text) for t in TEXTS]
     rows = [p.rows[0] for p in plans]
     assert len({len(r.input_ids) for r in rows}) > 1  # a batch with padding
-    tolerance = 1e-5 if precision == "fp32" else 5e-2  # INT8 scales each batch's activations
     np.testing.assert_allclose(np.stack(unpadded.run_rows(plans[0].key, rows)),
-                               np.stack(padded.run_rows(plans[0].key, rows)), atol=tolerance)
+                               np.stack(padded.run_rows(plans[0].key, rows)), atol=1e-5)
 
 
 def test_a_fixed_shape_route_stays_padded_and_unpadded_is_refused_there(tmp_path, monkeypatch):
@@ -42,7 +40,9 @@ def test_a_fixed_shape_route_stays_padded_and_unpadded_is_refused_there(tmp_path
         bert.unpad("packed")
 
 
-def test_auto_keeps_bf16_padded_so_that_the_doors_agree_to_the_bit(tmp_path):
-    bert = load(make_task_model(tmp_path, "classify"), precision="bf16")
-    assert not bert.unpad("auto") and "bf16 rounds the same row differently" in bert.attention_reason
+@pytest.mark.parametrize("precision, why", [("bf16", "bf16 rounds the same row differently"),
+                                             ("int8", "dynamic INT8 scales a batch's activations")])
+def test_auto_keeps_bf16_and_int8_padded_so_that_the_doors_agree(tmp_path, cpu_class, precision, why):
+    bert = load(make_task_model(tmp_path, "classify"), precision=precision)
+    assert not bert.unpad("auto") and why in bert.attention_reason
     assert bert.unpad("unpadded") and bert.attention_impl == "unpadded"  # asked for: done

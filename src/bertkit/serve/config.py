@@ -58,9 +58,8 @@ class ServeConfig:
     threads: int | None = option(None, "torch CPU threads per worker (default: torch's)", ge=1)
     attention_impl: str = option("auto", "a batch of requests of different lengths: unpadded (only "
                                          "the real tokens computed; the same answers, less work), "
-                                         "padded, or auto (unpadded on the eager PyTorch route in fp32 and "
-                                         "INT8; bf16, compiled graphs, static INT8 and OpenVINO stay "
-                                         "padded)",
+                                         "padded, or auto (unpadded on the eager PyTorch route in fp32; "
+                                         "bf16, INT8, compiled graphs and OpenVINO stay padded)",
                                  choices=UNPAD_MODES)
     access_log: bool = option(True, "a log line per request on stderr (uvicorn's access log); "
                                     "--no-access-log spares its cost at high request rates")
