@@ -87,6 +87,19 @@ def test_compiling_is_the_child_engines_and_ends():
     assert not engine.compiling  # a closed engine compiles nothing
 
 
+def test_ctrl_c_is_left_to_the_parent():
+    """Ctrl-C reaches the whole process group; the child lives on until the parent, which
+    finishes its requests in flight first, closes it (no traceback from the child)."""
+    engine = EngineProcess(toy_engine)
+    engine.start()
+    try:
+        os.kill(engine.pid, signal.SIGINT)
+        time.sleep(0.3)
+        assert engine.alive() and engine.run_rows(("ok",), ROWS) == [4, 2] and engine.starts == 1
+    finally:
+        engine.close()
+
+
 def test_a_load_error_is_raised_by_start():
     engine = EngineProcess(failing_load, "/nowhere")
     with pytest.raises(BertkitError, match="/nowhere: no model here"):

@@ -23,6 +23,7 @@ waiting behind a batch). :meth:`close` ends the child.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +39,11 @@ class EngineProcessEnded(BertkitError):
 
 def _serve(conn, compiling, load: Callable, args: tuple) -> None:
     """The child: load the engine, then answer ``(key, rows)`` until ``None``; ``compiling``
-    (a shared flag) says while the engine still builds a compiled form in the background."""
+    (a shared flag) says while the engine still builds a compiled form in the background.
+    Ctrl-C reaches the terminal's whole process group: the child leaves it to the parent, which
+    finishes the requests in flight through it and then closes it (a parent that dies ends it
+    through the pipe's end)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         engine = load(*args)
     except BaseException as e:  # the parent raises it: the server does not start
