@@ -17,6 +17,8 @@ Servers (``--servers``, comma-separated):
   ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously;
 * ``bertkit fp32 process`` / ``bertkit int8 process`` / ``bertkit int8 static process``: the
   same with ``--model-process`` (the forward passes in a process of their own);
+* ``bertkit bf16`` / ``hf bf16`` / ``hf bf16 batched``: ``--precision bf16``, and the pipeline's
+  model in bf16 (``model.to(torch.bfloat16)``); answers checked by top label, as INT8's;
 * ``bertkit openvino fp32`` / ``bertkit openvino int8``: ``bertkit serve --runtime openvino``
   (int8: NNCF static INT8 calibrated on the first 300 sentences of ``--data``'s train.tsv);
   fp32 answers are checked within 1e-2, OpenVINO's kernels differing from PyTorch's by ~1e-3;
@@ -62,7 +64,8 @@ from pydantic import BaseModel
 
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
            "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino int8",
-           "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process")
+           "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
+           "bertkit bf16", "hf bf16", "hf bf16 batched")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -286,7 +289,7 @@ def start(server: str, args, port: int) -> subprocess.Popen:
 
 
 def precision_of(server: str) -> str:
-    """``fp32`` or ``int8``: the word after ``bertkit``/``hf`` (after ``openvino`` for those)."""
+    """``fp32``, ``bf16`` or ``int8``: the word after ``bertkit``/``hf`` (after ``openvino`` for those)."""
     words = server.split()
     return words[2] if words[1] == "openvino" else words[1]
 
@@ -388,7 +391,7 @@ def check(server, results, references):
     """``(failed, wrong, max score difference)`` of one round's results against the Python API.
 
     fp32 servers: wrong when a label or a score (beyond 1e-4) differs from bertkit fp32's
-    answer. INT8 quantises each batch's activations with one scale, so its scores move with
+    answer; bf16 ones when the top label differs. INT8 quantises each batch's activations with one scale, so its scores move with
     the other rows of the batch (docs/serving.md): an INT8 answer is wrong only when its top
     label differs from the fp32 answer; the largest score difference is reported."""
     failed = sum(1 for _, status, _, _ in results if status != 200)
@@ -524,7 +527,8 @@ def main(argv=None) -> int:
             print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
     for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "bertkit openvino fp32",
-                 "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process"):
+                 "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
+                 "bertkit bf16"):
         precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:

@@ -100,6 +100,20 @@ def test_ctrl_c_is_left_to_the_parent():
         engine.close()
 
 
+def test_a_restart_that_fails_fails_the_batch_as_an_ended_process(monkeypatch):
+    engine = EngineProcess(toy_engine)
+    engine.start()
+    try:
+        os.kill(engine.pid, signal.SIGKILL)
+        engine._process.join(10)
+        monkeypatch.setattr(engine, "args", ())
+        monkeypatch.setattr(engine, "load", failing_load)  # now needs an argument: a TypeError in the child
+        with pytest.raises(EngineProcessEnded, match="could not be started again: .*failing_load"):
+            engine.run_rows(("ok",), ROWS)
+    finally:
+        engine.close()
+
+
 def test_a_load_error_is_raised_by_start():
     engine = EngineProcess(failing_load, "/nowhere")
     with pytest.raises(BertkitError, match="/nowhere: no model here"):

@@ -149,7 +149,10 @@ class EngineProcess:
     def _restart(self) -> None:
         if self._conn is not None:
             self._conn.close()
-        self.start()
+        try:
+            self.start()
+        except Exception as e:  # the batch fails as one the process died under; the next tries again
+            raise EngineProcessEnded(f"the model process ended and could not be started again: {e}") from None
 
     def close(self, timeout: float = 10.0) -> None:
         """Ask the child to finish, then end it."""
