@@ -14,7 +14,7 @@ moves least. Rounds alternate the servers.
 
 Servers: ``bertkit`` (``serve``'s defaults, one thread), ``bertkit process``
 (``--model-process``), ``bertkit compiled process``, ``bertkit bf16`` / ``bf16 process`` /
-``bf16 compiled process``; ``hf`` (fp32) and ``hf bf16`` (the pipeline's model in bf16).
+``bf16 compiled process`` / ``bf16 unpadded``; ``hf`` (fp32) and ``hf bf16`` (the pipeline's model in bf16).
 
     python bench/serve_cpu.py --model runs/sst2 --data ../shared/data/glue/SST-2 --servers "bertkit,bertkit process,hf"
     python bench/serve_cpu.py --model runs/sst2 --profile bertkit     # cProfile of the event loop
@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ("bertkit", "bertkit process", "bertkit compiled process", "bertkit bf16", "bertkit bf16 process",
-           "bertkit bf16 compiled process",
+           "bertkit bf16 compiled process", "bertkit bf16 unpadded",
            "hf", "hf bf16")
 
 
@@ -170,7 +170,8 @@ def build(server: str, args):
         precision = "bf16" if "bf16" in server else "auto"
         return create_app(ServeConfig(model=args.model, threads=1, max_queue=4096, precision=precision,
                                       compile="on" if "compiled" in server else "auto",
-                                      model_process="process" in server))
+                                      model_process="process" in server,
+                                      attention_impl="unpadded" if "unpadded" in server else "auto"))
     sys.path.insert(0, str(ROOT / "bench"))
     from serve import baseline_app
 
