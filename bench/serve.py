@@ -369,13 +369,12 @@ def run_level(job: tuple) -> tuple[list, float]:
     return asyncio.run(load_level(*job))
 
 
-def drive_level(pool, url, sentences, count, concurrency, max_seconds, route) -> tuple[list, float]:
-    """One round: :func:`load_level` here, or split over ``pool``'s processes (each its share of
-    ``count`` and of ``concurrency``, rotated texts); the round's seconds are the slowest
-    share's, as the shares run at once."""
+def drive_level(pool, k, url, sentences, count, concurrency, max_seconds, route) -> tuple[list, float]:
+    """One round: :func:`load_level` here, or split over ``pool``'s ``k`` processes (each its
+    share of ``count`` and of ``concurrency``, rotated texts); the round's seconds are the
+    slowest share's, as the shares run at once."""
     if pool is None:
         return asyncio.run(load_level(url, sentences, count, concurrency, max_seconds, route))
-    k = pool._max_workers
     jobs = [(url, sentences[i * 97:] + sentences[:i * 97], count // k + (i < count % k),
              concurrency // k + (i < concurrency % k), max_seconds, route) for i in range(k)]
     shares = list(pool.map(run_level, [j for j in jobs if j[2] and j[3]]))
@@ -503,7 +502,7 @@ def main(argv=None) -> int:
                 for server in order:
                     offset = (r * per_round) % len(sentences)
                     rotated = sentences[offset:] + sentences[:offset]
-                    rounds[server].append(drive_level(pool, urls[server], rotated, per_round, concurrency,
+                    rounds[server].append(drive_level(pool, args.client_processes, urls[server], rotated, per_round, concurrency,
                                                       args.max_seconds, route_of(server)))
             for server in servers:
                 row = summarise(server, concurrency, rounds[server], references)

@@ -59,21 +59,25 @@ def parse_args(argv=None):
     return args
 
 
-def process_cpu(pid: int) -> float:
-    """CPU seconds of process ``pid`` (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def stat_cpu(stat: str) -> float:
+    """User + system CPU seconds from a Linux ``/proc/.../stat`` file."""
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` (all its threads)."""
+    return stat_cpu(f"/proc/{pid}/stat")
+
+
 def thread_cpu() -> dict[int, float]:
-    """CPU seconds of each thread of this process (Linux ``/proc``), by native thread id."""
-    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    """CPU seconds of each thread of this process, by native thread id."""
+    out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
-            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[int(tid)] = stat_cpu(f"/proc/self/task/{tid}/stat")
         except OSError:  # the thread ended
             continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 

@@ -22,12 +22,10 @@ def test_client_processes_share_the_requests_and_the_concurrency(bench_module, m
     jobs = []
 
     class Pool:
-        _max_workers = 3
-
         def map(self, function, given):
             jobs.extend(given)
             return [([("t", 200, None, 0.01)] * job[2], 1.0 + i) for i, job in enumerate(given)]
 
-    results, seconds = serve.drive_level(Pool(), "http://x", ["a", "b"], 10, 32, 60, "/predict")
+    results, seconds = serve.drive_level(Pool(), 3, "http://x", ["a", "b"], 10, 32, 60, "/predict")
     assert [job[2] for job in jobs] == [4, 3, 3] and [job[3] for job in jobs] == [11, 11, 10]
     assert len(results) == 10 and seconds == 3.0  # the slowest share's time

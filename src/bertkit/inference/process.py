@@ -23,6 +23,7 @@ waiting behind a batch). :meth:`close` ends the child.
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import signal
 import threading
 import time
@@ -73,8 +74,6 @@ def _watch_compiling(engine, compiling, every: float = 0.2) -> None:
 
 def _portable(error: BaseException) -> BaseException:
     """``error`` if it survives pickling (the pipe's format), else a BertkitError saying it."""
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(error))
         return error

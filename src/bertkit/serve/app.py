@@ -97,7 +97,7 @@ class Service:
     def start(self) -> None:
         c = self.config
         if c.model_process:
-            self.engine = EngineProcess(load_model, c, False, True, name="bertkit-model")
+            self.engine = EngineProcess(functools.partial(load_model, announce=False), c, name="bertkit-model")
             self.engine.start()
         self.batcher = ContinuousBatcher(self.run_rows, c.max_batch_tokens, c.max_batch_size, c.max_queue,
                                          on_batch=self.metrics.on_batch)
