@@ -28,7 +28,7 @@ Servers (``--servers``, comma-separated):
   layout (``bertkit st-layout``); vectors checked against the Python API's within 1e-4.
 
 Every server runs without an access log (bertkit with ``--no-access-log``, the baselines at
-uvicorn's ``warning`` level), as a line per request costs a Python server about 100 us.
+uvicorn's ``warning`` level), as a line per request cost bertkit's server 100-200 us (AMX Xeon).
 All servers are started first; then, at each concurrency of ``--concurrency``, the servers'
 rounds are interleaved (``--rounds`` rounds, each server in turn, the order rotated each
 round) so that a slow period of the shared machine hits all of them. Each answer is checked:

@@ -119,7 +119,7 @@ class BertInference(TaskInference):
         so (``auto``, ``padded``, ``unpadded``; :data:`UNPAD_MODES`): the same answers within
         float rounding (:mod:`bertkit.model.unpadded`), less work where rows are padded (a
         server's batches of mixed requests: BERT-Tiny's forward passes 1.2x faster at
-        concurrency 32, docs/serving-results.md). ``unpadded`` on the eager PyTorch route only:
+        concurrency 32 on the AMX Xeon, docs/serving-results.md). ``unpadded`` on the eager PyTorch route only:
         a compiled graph, static INT8's exported graph and OpenVINO's keep fixed shapes (an
         OptionError naming ``option``). ``auto`` unpads where that holds in fp32 only: in
         bf16/fp16 a row's rounding moves with the batch's shape, and dynamic INT8 takes each

@@ -374,7 +374,8 @@ class TaskInference:
     # ------------------------------------------------------------------ running
     def _pad(self, rows: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rows' ids, token types and attention mask, padded to the longest row (numpy fills
-        them: three small torch ops per row cost a server's worker a fifth of its time)."""
+        them: three small torch ops per row took a fifth of a BERT-Tiny server's worker samples on
+        the AMX Xeon)."""
         lengths = np.fromiter((len(r.input_ids) for r in rows), dtype=np.int64, count=len(rows))
         width = int(lengths.max())
         mask = np.arange(width) < lengths[:, None]

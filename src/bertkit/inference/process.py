@@ -3,7 +3,8 @@
 A server's event loop (HTTP parsing, validation, tokenising, answers) and its batcher's
 forward passes share one interpreter lock when they share a process. An eager forward pass
 gives the lock back at every operator and waits for it again, up to the interpreter's switch
-interval (5 ms) each time the loop is running Python: on BERT-Tiny at concurrency 32 the
+interval (5 ms) each time the loop is running Python: on BERT-Tiny at concurrency 32 (the
+2-core AMX Xeon) the
 batcher thread spent 625 us of CPU per row against 300 in a quiet process, and a forward pass
 of 20 rows took 35x its time with a busy Python thread beside it (docs/serving-results.md).
 :class:`EngineProcess` runs ``run_rows`` in a child process instead: the batches go to it

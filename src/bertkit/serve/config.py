@@ -65,9 +65,9 @@ class ServeConfig:
                                     "--no-access-log spares its cost at high request rates")
     model_process: bool = option(False, "run the forward passes in a process of their own, so that "
                                         "they and the HTTP work do not take turns at one Python "
-                                        "interpreter lock (BERT-Tiny at concurrency 32: 1.2x the "
-                                        "requests/s over HTTP, 1.6-1.8x with no load generator on the "
-                                        "same cores; docs/serving-results.md); needs two cores; the "
+                                        "interpreter lock (BERT-Tiny at concurrency 32 on a 2-core AMX Xeon: "
+                                        "1.2x the requests/s over HTTP, 1.6-1.8x with no load generator "
+                                        "on the same cores; docs/serving-results.md); needs two cores; the "
                                         "model is loaded in both processes")
     max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",
                                    ge=1, metavar="N")
