@@ -15,13 +15,14 @@ Servers (``--servers``, comma-separated):
 * ``hf fp32 batched`` / ``hf int8 batched``: the same, but the requests that arrive while the
   pipeline runs are gathered and given to the pipeline as one list with its own
   ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously;
-* ``bertkit fp32 process`` / ``bertkit int8 process`` / ``bertkit int8 static process``: the
-  same with ``--model-process`` (the forward passes in a process of their own);
+* ``bertkit fp32 process`` / ``bertkit int8 process`` / ``bertkit int8 static process`` /
+  ``bertkit bf16 process``: the same with ``--model-process`` (the forward passes in a process of their own);
 * ``bertkit bf16`` / ``hf bf16`` / ``hf bf16 batched``: ``--precision bf16``, and the pipeline's
   model in bf16 (``model.to(torch.bfloat16)``); answers checked by top label, as INT8's;
-* ``bertkit openvino fp32`` / ``bertkit openvino int8``: ``bertkit serve --runtime openvino``
-  (int8: NNCF static INT8 calibrated on the first 300 sentences of ``--data``'s train.tsv);
-  fp32 answers are checked within 1e-2, OpenVINO's kernels differing from PyTorch's by ~1e-3;
+* ``bertkit openvino fp32`` / ``bertkit openvino bf16`` / ``bertkit openvino int8``: ``bertkit
+  serve --runtime openvino`` (bf16: only where the CPU computes it natively; int8: NNCF static
+  INT8 calibrated on the first 300 sentences of ``--data``'s train.tsv); fp32 answers are
+  checked within 1e-2, OpenVINO's kernels differing from PyTorch's by ~1e-3, bf16 by top label;
 * ``bertkit embed`` / ``st embed``: ``/embed`` (mean pooling, unit vectors) from ``bertkit
   serve`` and from ``SentenceTransformer(dir).encode`` behind the same framework (one thread,
   the waiting requests encoded as one list), on a copy of the model in sentence-transformers'
@@ -63,9 +64,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
-           "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino int8",
+           "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino bf16", "bertkit openvino int8",
            "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-           "bertkit bf16", "hf bf16", "hf bf16 batched")
+           "bertkit bf16", "bertkit bf16 process", "hf bf16", "hf bf16 batched")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -526,8 +527,8 @@ def main(argv=None) -> int:
             print(f"bertkit embed / st embed at concurrency {c}: x{ours['rps'] / theirs['rps']:.2f} "
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
     for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "bertkit openvino fp32",
-                 "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-                 "bertkit bf16"):
+                 "bertkit openvino bf16", "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
+                 "bertkit bf16", "bertkit bf16 process"):
         precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:

@@ -59,6 +59,8 @@ HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX,
         "bf16 support, else fp16), else fp32")
 # torch.compile of the encoder (bertkit.inference.compiled, which decides what auto means)
 COMPILE_MODES = ("auto", "on", "off")
+# what runs a task head's rows (bertkit.inference.openvino.choose_runtime decides what auto means)
+RUNTIMES = ("torch", "openvino", "auto")
 COMPILE_HELP = ("compile the encoder with torch.compile (a C++ compiler needed): auto (where "
                 "measured clearly faster: no CPU class yet), on, or off")
 # --calibration of the inference doors (bertkit.inference.calibration reads the file)

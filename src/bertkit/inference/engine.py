@@ -57,6 +57,7 @@ class BertInference(TaskInference):
     """
 
     runtime = "torch"  # what runs the task-head rows (bertkit.inference.openvino: "openvino")
+    runtime_reason = "as asked"  # --runtime auto's choice: bertkit.inference.openvino.choose_runtime
     compile_reason = "--compile off"  # load(compile=) says why it compiled or not
     attention_reason = "the model's own"  # unpad() says why batches run padded or on their real tokens
 

@@ -19,6 +19,11 @@ for classification, regression, tagging and question answering) run on OpenVINO;
 ``bf16``: OpenVINO runs bf16 only on a CPU that has it natively (its ``OPTIMIZATION_CAPABILITIES``
 lists ``BF16``); elsewhere it silently stays fp32, so :func:`compile_model` refuses ``bf16`` there
 instead of timing an fp32 model under a bf16 label.
+
+``--runtime auto`` (:func:`choose_runtime`, :func:`on_openvino`): OpenVINO for a task head's rows
+where it was measured faster than every PyTorch route at the precision the model runs at
+(:data:`MEASURED_FASTER`), PyTorch everywhere else; the other routes stay on PyTorch at that
+same precision.
 """
 
 from __future__ import annotations
@@ -40,6 +45,14 @@ from bertkit.model.outputs import ModelOutput
 
 XML = "openvino_model.xml"
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 layers come from the graph
+# (CPU class, precision) pairs (bertkit.cpu.cpu_class) where OpenVINO's CPU plugin ran a task
+# head's rows faster than bertkit's fastest PyTorch route at that precision, and nowhere
+# slower: bf16 on the Intel Xeon with AMX (BERT-Base, one thread: lone inputs of 16 / 32 / 128
+# tokens 1.53x / 1.40x / 1.18x, batches of 8 and 32 x 128 and SST-2 dev level at 0.95-1.01x;
+# the server 1.2x at concurrency 1 and 32; docs/serving-results.md). Where bertkit's own route
+# is as fast or faster (INT8: static INT8 leads OpenVINO's), or where nothing was measured,
+# --runtime auto stays on PyTorch.
+MEASURED_FASTER: set[tuple[str, str]] = {("amx", "bf16")}
 
 
 def require_openvino():
@@ -56,6 +69,57 @@ def native_bf16() -> bool:
     """Does OpenVINO's CPU plugin run bf16 on this CPU (not emulated)?"""
     ov = require_openvino()
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+def installed() -> bool:
+    """Can the ``openvino`` package be imported here?"""
+    try:
+        require_openvino()
+    except BertkitError:
+        return False
+    return True
+
+
+def choose_runtime(bert: BertInference) -> tuple[str, str]:
+    """``(torch | openvino, why)``: what ``--runtime auto`` runs ``bert``'s task-head rows on.
+    OpenVINO only on the CPU, at a (CPU class, precision) pair of :data:`MEASURED_FASTER`
+    (``bert.precision``: the precision ``auto`` or the user chose), for a model whose task
+    head's rows OpenVINO's graph computes (classification, regression, tagging, spans), with
+    ``openvino`` installed and its plugin computing that precision natively; else PyTorch."""
+    from bertkit.cpu import cpu_class
+
+    if bert.device.type != "cpu":
+        return "torch", f"auto: OpenVINO runs on the CPU, this model on {bert.device}"
+    klass = cpu_class()
+    if (klass, bert.precision) not in MEASURED_FASTER:
+        return "torch", (f"auto: OpenVINO was not measured faster than PyTorch for {bert.precision} on CPU "
+                         f"class {klass or 'unknown'}")
+    family = bert.family()
+    if family is None or not family.rows_from_outputs:
+        return "torch", f"auto: OpenVINO runs a task head's rows, and this model's ({bert.task}) run on PyTorch"
+    if not installed():
+        return "torch", "auto: openvino is not installed (pip install 'bertkit[openvino]')"
+    if bert.precision == "bf16" and not native_bf16():
+        return "torch", "auto: OpenVINO's CPU plugin does not compute bf16 on this CPU"
+    return "openvino", f"auto: measured faster than PyTorch for {bert.precision} on CPU class {klass}"
+
+
+def on_openvino(bert: BertInference, threads: int | None = None) -> BertInference:
+    """``bert`` with its task-head rows on OpenVINO at its own precision when
+    :func:`choose_runtime` says so (the model directory converted to a temporary folder; the
+    other routes stay on ``bert``'s PyTorch model at that precision), else ``bert`` itself;
+    either way :attr:`~BertInference.runtime_reason` says why."""
+    runtime, why = choose_runtime(bert)
+    if runtime == "torch":
+        bert.runtime_reason = why
+        return bert
+    keep = tempfile.TemporaryDirectory(prefix="bertkit-openvino-")
+    xml = convert(bert.source, keep.name)
+    engine = OpenVinoInference(bert.model, bert.tokenizer, xml, bert.precision, source=bert.source,
+                               threads=threads, torch_precision=bert.precision)
+    engine._converted = keep  # the temporary folder lives as long as the engine
+    engine.precision_reason, engine.runtime_reason = bert.precision_reason, why
+    return engine
 
 
 def calibration_batches(rows: Sequence, batch_size: int = 1) -> list[dict[str, np.ndarray]]:
@@ -149,14 +213,15 @@ class OpenVinoInference(BertInference):
     """A :class:`~bertkit.inference.engine.BertInference` whose task-head rows (classification,
     regression, token classification, question answering: ``predict`` and the server's plans)
     run on OpenVINO at ``ov_precision``. What the exported graph does not compute (embeddings,
-    fill-mask, attention maps, multiple choice) runs on the PyTorch fp32 model it was built
-    from, which stays loaded; :attr:`runtime` says ``openvino``."""
+    fill-mask, attention maps, multiple choice) runs on the PyTorch model it was built from,
+    which stays loaded, at ``torch_precision`` (fp32 for ``--runtime openvino``, the model's own
+    precision for ``--runtime auto``); :attr:`runtime` says ``openvino``."""
 
     runtime = "openvino"
 
     def __init__(self, model, tokenizer, xml: str | Path, ov_precision: str = "fp32",
-                 source: str = "model", threads: int | None = None):
-        super().__init__(model, tokenizer, device="cpu", source=source, precision="fp32")
+                 source: str = "model", threads: int | None = None, torch_precision: str = "fp32"):
+        super().__init__(model, tokenizer, device="cpu", source=source, precision=torch_precision)
         self.ov_model = OvModel(xml, ov_precision, threads, config=model.config)
         self.ov_precision = ov_precision
         self._lock = threading.Lock()  # one infer request: one batch at a time

@@ -679,6 +679,11 @@ def load_model(config: ServeConfig, announce: bool = True, warm: bool = True):
                         warm_up=False)
         else:
             bert = load(config.model, device=config.device, precision=config.precision)
+        if config.runtime == "auto":
+            from bertkit.inference.openvino import on_openvino
+
+            bert = on_openvino(bert, threads=config.threads)
+        if bert.runtime == "torch" and not calibration:  # OpenVINO and static INT8 compile their own graphs
             bert.compile(config.compile)
         bert.unpad(config.attention_impl)
     # the compiled graphs are built outside the one-thread block (their kernels take the thread
@@ -688,7 +693,8 @@ def load_model(config: ServeConfig, announce: bool = True, warm: bool = True):
         warming.start()
         warming.join()
     if announce:
-        print(f"bertkit serve: {config.model}: task {bert.task}, runtime {bert.runtime}, precision "
+        runtime = f"{bert.runtime} ({bert.runtime_reason})" if config.runtime == "auto" else bert.runtime
+        print(f"bertkit serve: {config.model}: task {bert.task}, runtime {runtime}, precision "
               f"{bert.served_precision} ({bert.precision_reason}), compile: {bert.compile_reason}, "
               f"batches {bert.attention_impl} ({bert.attention_reason})"
               f"{', forward passes in a process of their own' if config.model_process else ''}",

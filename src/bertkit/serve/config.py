@@ -17,6 +17,7 @@ from bertkit.precision import (
     COMPILE_HELP,
     COMPILE_MODES,
     INFERENCE_DEFAULT,
+    RUNTIMES,
     check_calibration,
 )
 from bertkit.precision import HELP as PRECISION_HELP
@@ -40,11 +41,15 @@ class ServeConfig:
     compile: str = option("auto", f"{COMPILE_HELP}; compiled graphs are built before the "
                                   "server listens (BERT-Base: about a minute)", choices=COMPILE_MODES)
     device: str = option("cpu", "cpu or cuda")
-    runtime: str = option("torch", "torch (bertkit's PyTorch engine) or openvino (pip install "
+    runtime: str = option("torch", "torch (bertkit's PyTorch engine), openvino (pip install "
                                    "'bertkit[openvino]'; CPU; the task-head routes run on OpenVINO at "
                                    "--precision fp32, bf16 where native, or int8 by NNCF static "
-                                   "quantisation on --calibration; the other routes on PyTorch fp32)",
-                          choices=("torch", "openvino"))
+                                   "quantisation on --calibration; the other routes on PyTorch fp32) "
+                                   "or auto (the task-head routes on OpenVINO where it was measured "
+                                   "faster than PyTorch at the precision the model runs at: bf16 on "
+                                   "the AMX Xeon; the other routes on PyTorch at that precision; "
+                                   "elsewhere torch; the start-up line says which and why)",
+                          choices=RUNTIMES)
     calibration: str | None = option(None, CALIBRATION_HELP, metavar="FILE")
     pooling: str | None = option(None, "how an embedding model's tokens become one vector on /embed, "
                                        "/similarity and /v1/embeddings (TEI's --pooling): cls, mean, max, "
