@@ -72,6 +72,65 @@ def test_answers_errors_and_a_process_that_died_under_a_batch():
     assert engine.pid is None
 
 
+class _Slow(_Toy):
+    """A toy engine whose batches take a while, so that several wait in the pipe."""
+
+    def run_rows(self, key, rows):
+        time.sleep(1.0 if key == ("die",) else 0.05)  # the batches behind it are in the pipe by then
+        return super().run_rows(key, rows)
+
+
+def slow_engine():
+    return _Slow()
+
+
+def test_batches_from_several_threads_are_answered_each_its_own():
+    import threading
+
+    engine = EngineProcess(slow_engine)
+    engine.start()
+    answers = {}
+
+    def call(n):
+        answers[n] = engine.run_rows(("ok",), [Row([1] * (n + 2), [0] * (n + 2))] * (n % 3 + 1))
+
+    try:
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert answers == {n: [n + 2] * (n % 3 + 1) for n in range(8)}
+    finally:
+        engine.close()
+
+
+def test_every_batch_in_flight_fails_when_the_process_dies_and_the_next_restarts_it():
+    import threading
+
+    engine = EngineProcess(slow_engine)
+    engine.start()
+    failed, answered = [], []
+
+    def call(key):
+        try:
+            answered.append(engine.run_rows(key, ROWS))
+        except EngineProcessEnded:
+            failed.append(key)
+
+    try:
+        threads = [threading.Thread(target=call, args=(k,)) for k in [("die",), ("ok",), ("ok",)]]
+        for t in threads:
+            t.start()
+            time.sleep(0.01)  # in this order in the pipe
+        for t in threads:
+            t.join(30)
+        assert failed == [("die",), ("ok",), ("ok",)] and answered == []  # sent to the dead child: all fail
+        assert engine.run_rows(("ok",), ROWS) == [4, 2] and engine.starts == 2
+    finally:
+        engine.close()
+
+
 def test_compiling_is_the_child_engines_and_ends():
     engine = EngineProcess(compiling_engine)
     engine.start()

@@ -120,3 +120,38 @@ def test_a_short_request_waits_a_batch_or_two_not_behind_every_row_of_a_long_one
     # by turns the oldest row's batch and the least served request's: the short request runs
     # third or fourth (tied with the long one at rank 0, the older goes first), not last (tenth)
     assert len(keys) == 10 and keys.index(("short",)) <= 3
+
+
+def test_two_workers_put_a_second_batch_in_only_once_it_is_as_large():
+    """``workers=2`` (the model in its own process): while a batch of 3 rows runs, 2 queued
+    rows wait; once 3 are queued they go in beside it."""
+    calls, first_in, release = [], threading.Event(), threading.Event()
+
+    def run_rows(key, rows):
+        calls.append(len(rows))
+        if len(calls) == 1:
+            first_in.set()
+            assert release.wait(30)
+        return [len(r.input_ids) for r in rows]
+
+    async def scenario():
+        batcher = ContinuousBatcher(run_rows, max_batch_tokens=1000, max_batch_size=64, max_queue=100, workers=2)
+        first = asyncio.ensure_future(batcher.run([plan(4), plan(4), plan(4)]))
+        while not first_in.is_set():
+            await asyncio.sleep(0.001)
+        two = [asyncio.ensure_future(batcher.run([plan(2)])) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        waiting = (len(calls), batcher.queued)  # the two rows are not sent beside the three
+        third = asyncio.ensure_future(batcher.run([plan(2)]))
+        while len(calls) < 2:
+            await asyncio.sleep(0.001)
+        beside = (calls[1], batcher.running)  # three queued: they go in while the first still runs
+        release.set()
+        answers = [await first] + [await x for x in [*two, third]]
+        await asyncio.to_thread(batcher.close)
+        return waiting, beside, answers
+
+    waiting, beside, answers = asyncio.run(scenario())
+    assert waiting == (1, 2)
+    assert beside == (3, True)
+    assert [a[0] for a in answers] == [[4, 4, 4], [2], [2], [2]]

@@ -9,7 +9,11 @@ batcher thread spent 625 us of CPU per row against 300 in a quiet process, and a
 of 20 rows took 35x its time with a busy Python thread beside it (docs/serving-results.md).
 :class:`EngineProcess` runs ``run_rows`` in a child process instead: the batches go to it
 through a pipe (ids and token types only), the outputs (numpy arrays) come back, and the
-caller's lock is released while it waits.
+caller's lock is released while it waits. Several threads may call :meth:`run_rows` at once:
+their batches queue in the pipe and are answered in the order sent, so the child starts the
+next batch as soon as it has answered one, instead of idling while the caller's thread waits
+for the interpreter lock to read the answer and send the next batch (the server's batcher keeps
+two batches in flight this way).
 
 Contract: ``EngineProcess(load, *args)`` starts nothing; :meth:`start` spawns the child, which
 calls ``load(*args)`` (a module-level function: the child imports it) for an engine with
@@ -82,16 +86,47 @@ def _portable(error: BaseException) -> BaseException:
         return BertkitError(f"{type(error).__name__}: {error}")
 
 
+class _Link:
+    """One child process's end of the pipe, and its batches, answered in the order sent."""
+
+    def __init__(self, process, conn):
+        self.process, self.conn = process, conn
+        self.sent = 0  # tickets handed out
+        self.answered = 0  # tickets whose turn has passed
+        self.turn = threading.Condition()
+
+    def receive(self, ticket: int, sent: bool) -> tuple:
+        """The answer to batch ``ticket``, read in its turn (``EOFError`` if it never left)."""
+        with self.turn:
+            while self.answered != ticket:
+                self.turn.wait()
+            try:
+                if not sent:
+                    raise EOFError
+                return self.conn.recv()
+            finally:
+                self.answered += 1
+                self.turn.notify_all()
+
+    def drain(self, timeout: float) -> None:
+        """Wait until every batch sent has had its turn (a dead child answers them at once)."""
+        with self.turn:
+            self.turn.wait_for(lambda: self.answered == self.sent, timeout)
+
+
 class EngineProcess:
     """``load(*args)``'s engine in a child process; :meth:`run_rows` is its forward pass."""
 
     def __init__(self, load: Callable, *args: Any, name: str = "bertkit-engine"):
         self.load, self.args, self.name = load, args, name
-        self._process = None
-        self._conn = None
-        self._lock = threading.Lock()  # one batch in the pipe at a time
+        self._link: _Link | None = None
+        self._sending = threading.Lock()  # one batch written to the pipe at a time
         self._compiling = None
         self.starts = 0
+
+    @property
+    def _process(self):
+        return self._link.process if self._link is not None else None
 
     @property
     def pid(self) -> int | None:
@@ -115,7 +150,7 @@ class EngineProcess:
         if status == "error":
             process.join()
             raise value
-        self._process, self._conn = process, parent
+        self._link = _Link(process, parent)
         self.starts += 1
 
     @property
@@ -129,43 +164,51 @@ class EngineProcess:
 
     def run_rows(self, key: tuple, rows: Sequence) -> list:
         """The engine's ``run_rows(key, rows)``, run in the child (only each row's ids and
-        token types travel)."""
+        token types travel); callable from several threads at once (answered in turn)."""
         message = (key, [Row(list(r.input_ids), list(r.token_type_ids)) for r in rows])
-        with self._lock:
+        with self._sending:
             if not self.alive():
                 self._restart()
+            link = self._link
+            ticket, link.sent = link.sent, link.sent + 1
             try:
-                self._conn.send(message)
-                status, value = self._conn.recv()
-            except (EOFError, OSError, BrokenPipeError):
-                self._process.join(5)
-                code = self._process.exitcode
-                raise EngineProcessEnded(f"the model process ended during a forward pass (exit code "
-                                         f"{code}); it is started again for the next batch") from None
+                link.conn.send(message)
+                sent = True
+            except (OSError, BrokenPipeError):
+                sent = False
+        try:
+            status, value = link.receive(ticket, sent)
+        except (EOFError, OSError, BrokenPipeError):
+            link.process.join(5)
+            raise EngineProcessEnded(f"the model process ended during a forward pass (exit code "
+                                     f"{link.process.exitcode}); it is started again for the next batch") from None
         if status == "error":
             raise value
         return value
 
     def _restart(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
+        if self._link is not None:
+            self._link.drain(10)  # the batches in flight on the dead child fail first
+            self._link.conn.close()
         try:
             self.start()
         except Exception as e:  # the batch fails as one the process died under; the next tries again
             raise EngineProcessEnded(f"the model process ended and could not be started again: {e}") from None
 
     def close(self, timeout: float = 10.0) -> None:
-        """Ask the child to finish, then end it."""
-        with self._lock:
-            if self._process is None:
+        """Ask the child to finish (after the batches in flight), then end it."""
+        with self._sending:
+            link = self._link
+            if link is None:
                 return
             try:
-                self._conn.send(None)
+                link.conn.send(None)
             except (OSError, BrokenPipeError):
                 pass
-            self._process.join(timeout)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
-            self._conn.close()
-            self._process = self._conn = None
+            link.process.join(timeout)
+            if link.process.is_alive():
+                link.process.kill()
+                link.process.join()
+            link.drain(timeout)
+            link.conn.close()
+            self._link = None

@@ -99,8 +99,9 @@ class Service:
         if c.model_process:
             self.engine = EngineProcess(functools.partial(load_model, announce=False), c, name="bertkit-model")
             self.engine.start()
+        # with the model in its own process, two batches in flight: the next waits in its pipe
         self.batcher = ContinuousBatcher(self.run_rows, c.max_batch_tokens, c.max_batch_size, c.max_queue,
-                                         on_batch=self.metrics.on_batch)
+                                         on_batch=self.metrics.on_batch, workers=2 if self.engine else 1)
 
     def stop(self) -> None:
         if self.batcher is not None:

@@ -12,6 +12,10 @@ that row runs, the others stay queued for newcomers to join. The row is, by turn
 other clients keep sending: one client cannot starve the rest).
 Each output goes back to the future of its own row with its queue and inference times.
 
+With ``workers=2`` two threads do this, each with a batch in flight: for a ``run_rows`` that
+runs elsewhere and takes batches concurrently (:class:`~bertkit.inference.process.EngineProcess`),
+the next batch is waiting there when one ends.
+
 The queue is bounded: :meth:`ContinuousBatcher.submit` raises :class:`NeverFits` (the server
 answers 413) for a request with more rows than the queue can ever hold and :class:`QueueFull`
 (429) when they do not fit now. :meth:`ContinuousBatcher.close` stops taking new rows,
@@ -91,7 +95,9 @@ def _deliver(rows: Sequence[_Row], values: Sequence[Any] | None = None,
 
 
 class ContinuousBatcher:
-    """Batches rows for ``run_rows(key, encodings) -> outputs`` on one worker thread.
+    """Batches rows for ``run_rows(key, encodings) -> outputs`` on ``workers`` threads (each
+    with one batch in flight: more than one only where ``run_rows`` runs elsewhere and takes
+    concurrent calls).
 
     ``on_batch(rows, tokens, seconds)`` (optional; ``tokens`` not padded) is called after each forward pass
     (metrics); ``batches_run`` / ``rows_run`` count them, ``last_ok`` is the monotonic time of
@@ -100,7 +106,7 @@ class ContinuousBatcher:
 
     def __init__(self, run_rows: Callable[[tuple, Sequence], list], max_batch_tokens: int = 8192,
                  max_batch_size: int = 64, max_queue: int = 1024,
-                 on_batch: Callable[[int, int, float], None] | None = None):
+                 on_batch: Callable[[int, int, float], None] | None = None, workers: int = 1):
         self.run_rows = run_rows
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
@@ -109,22 +115,30 @@ class ContinuousBatcher:
         self._rows: deque[_Row] = deque()
         self._cond = threading.Condition()
         self._closing = False
-        self.running = False  # a forward pass is under way
+        self._running = 0  # batches under way
+        self._running_rows = 0  # their rows
         self.batches_run = 0
         self.rows_run = 0
         self.last_ok: float | None = None
         self._turns = 0  # even: the oldest row's batch; odd: the smallest queued request's
         self._requests = 0  # requests submitted, numbering them
-        self._thread = threading.Thread(target=self._work, name="bertkit-batcher", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._work, name=f"bertkit-batcher-{i}", daemon=True)
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def queued(self) -> int:
         return len(self._rows)
 
     @property
+    def running(self) -> bool:
+        """Is a forward pass under way?"""
+        return self._running > 0
+
+    @property
     def alive(self) -> bool:
-        return self._thread.is_alive() and not self._closing
+        return all(t.is_alive() for t in self._threads) and not self._closing
 
     def submit(self, plans: Sequence[Plan]) -> list[list[asyncio.Future]]:
         """Queue every row of ``plans`` (all or none); one future per row, per plan."""
@@ -144,7 +158,7 @@ class ContinuousBatcher:
             if len(self._rows) + len(rows) > self.max_queue:
                 raise QueueFull("Model is overloaded")
             self._rows.extend(rows)
-            self._cond.notify()
+            self._cond.notify_all()
         return futures
 
     async def run(self, plans: Sequence[Plan]) -> tuple[list[Any], Timings]:
@@ -169,8 +183,10 @@ class ContinuousBatcher:
         """Finish the queued rows, then stop the worker (new rows are refused meanwhile)."""
         with self._cond:
             self._closing = True
-            self._cond.notify()
-        self._thread.join(timeout)
+            self._cond.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ worker thread
     def _next_batch(self) -> list[_Row]:
@@ -193,27 +209,38 @@ class ContinuousBatcher:
         self._rows = deque(r for r in self._rows if id(r) not in taken)
         return batch
 
+    def _done(self, batch: list[_Row]) -> None:
+        with self._cond:
+            self._running -= 1
+            self._running_rows -= len(batch)
+            self._cond.notify_all()
+
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._rows:
-                    if self._closing:
+                # a second batch goes in while one runs only once it is as large: small
+                # batches cost more per row than the wait they save
+                while not self._rows or (self._running and not self._closing
+                                         and len(self._rows) < self._running_rows):
+                    if self._closing and not self._rows:
                         return
                     self._cond.wait()
                 batch = self._next_batch()
-                self.running = True
+                self._running += 1
+                self._running_rows += len(batch)
             start = time.monotonic()
             try:
                 outputs = self.run_rows(batch[0].key, [r.encoding for r in batch])
             except BaseException as e:  # the callers get the error; the worker lives on
-                self.running = False
+                self._done(batch)
                 _deliver(batch, error=e)
                 continue
             seconds = time.monotonic() - start
-            self.running = False
-            self.batches_run += 1
-            self.rows_run += len(batch)
-            self.last_ok = time.monotonic()
+            with self._cond:
+                self._done(batch)
+                self.batches_run += 1
+                self.rows_run += len(batch)
+                self.last_ok = time.monotonic()
             if self.on_batch is not None:
                 self.on_batch(len(batch), sum(r.length for r in batch), seconds)
             _deliver(batch, [(out, start - r.arrived, seconds) for r, out in zip(batch, outputs)])
