@@ -248,7 +248,7 @@ def test_shutdown_drains_the_queue(tmp_path):
     with client:
         batcher = client.app.state.service.batcher
         assert client.post("/predict", json={"inputs": "he is good"}).status_code == 200
-    assert not batcher._thread.is_alive() and batcher.queued == 0
+    assert not any(t.is_alive() for t in batcher._threads) and batcher.queued == 0
 
 
 # ---------------------------------------------------------------- texts longer than the limit
