@@ -113,11 +113,8 @@ def on_openvino(bert: BertInference, threads: int | None = None) -> BertInferenc
     if runtime == "torch":
         bert.runtime_reason = why
         return bert
-    keep = tempfile.TemporaryDirectory(prefix="bertkit-openvino-")
-    xml = convert(bert.source, keep.name)
-    engine = OpenVinoInference(bert.model, bert.tokenizer, xml, bert.precision, source=bert.source,
-                               threads=threads, torch_precision=bert.precision)
-    engine._converted = keep  # the temporary folder lives as long as the engine
+    engine = _converted_engine(bert.model, bert.tokenizer, bert.source, bert.precision, threads,
+                               torch_precision=bert.precision)
     engine.precision_reason, engine.runtime_reason = bert.precision_reason, why
     return engine
 
@@ -284,12 +281,24 @@ def load_openvino(model_dir: str | Path, precision: str = "fp32", calibration: S
                                "(a few hundred), never random ids")
         limit = min(model.config.max_position_embeddings, 512)
         batches = calibration_batches(encoder_rows(calibration, tokenizer, limit, model.config.vocab_size))
+    engine = _converted_engine(model, tokenizer, str(model_dir), precision, threads, out_dir=out_dir,
+                               batches=batches)
+    engine.precision_reason = reason  # of ov_precision (the PyTorch rows run fp32)
+    return engine
+
+
+def _converted_engine(model, tokenizer, source: str, precision: str, threads: int | None,
+                      torch_precision: str = "fp32", out_dir: str | Path | None = None,
+                      batches: list | None = None) -> OpenVinoInference:
+    """The model directory ``source`` converted (INT8 on ``batches`` at ``int8``) into
+    ``out_dir`` (default: a temporary folder that lives as long as the engine) and served by
+    an :class:`OpenVinoInference` over ``model``."""
     keep = None
     if out_dir is None:
         keep = tempfile.TemporaryDirectory(prefix="bertkit-openvino-")
         out_dir = keep.name
-    xml = convert(model_dir, out_dir, int8=precision == "int8", calibration=batches)
-    engine = OpenVinoInference(model, tokenizer, xml, precision, source=str(model_dir), threads=threads)
-    engine._converted = keep  # the temporary folder lives as long as the engine
-    engine.precision_reason = reason  # of ov_precision (the PyTorch rows run fp32)
+    xml = convert(source, out_dir, int8=precision == "int8", calibration=batches)
+    engine = OpenVinoInference(model, tokenizer, xml, precision, source=source, threads=threads,
+                               torch_precision=torch_precision)
+    engine._converted = keep
     return engine

@@ -71,7 +71,7 @@ class ServeConfig:
     model_process: bool = option(False, "run the forward passes in a process of their own, so that "
                                         "they and the HTTP work do not take turns at one Python "
                                         "interpreter lock (BERT-Tiny at concurrency 32 on a 2-core AMX Xeon: "
-                                        "1.3-1.4x the requests/s over HTTP, 1.9x with no load generator "
+                                        "1.3-1.4x the requests/s over HTTP (two runs), 1.9x with no load generator (one) "
                                         "on the same cores; docs/serving-results.md); needs two cores; the "
                                         "model is loaded in both processes")
     max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",
