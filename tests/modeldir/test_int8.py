@@ -176,13 +176,13 @@ def test_api_precisions_agree_on_predictions(tmp_path):
 @pytest.mark.parametrize("cpu_class", ["avx2", "amx", "avx512-vnni", "avx512-bf16"])
 def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cpu_class):
     """fbgemm's copy takes up to 256 rows on the AVX2 EPYC, 16 on the AMX Xeon (where onednn
-    runs on AMX): each class gets the threshold measured on it, and a class not measured gets
+    runs on AMX), 64 on the VNNI Xeon: each class gets the threshold measured on it, and a class not measured gets
     none from another (one packing); the variable overrides."""
     import bertkit.modeldir.int8 as int8
 
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cpu_class)
     monkeypatch.delenv("BERTKIT_INT8_SMALL_ROWS", raising=False)
-    expected = {"avx2": 256, "amx": 16, "avx512-vnni": 0, "avx512-bf16": 0}[cpu_class]
+    expected = {"avx2": 256, "amx": 16, "avx512-vnni": 64, "avx512-bf16": 0}[cpu_class]
     assert int8.small_rows() == expected
     quantized = torch.backends.quantized
     if {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) and INT8_ENGINE != int8.SMALL_ENGINE:

@@ -54,12 +54,16 @@ INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
 # * avx2 (AMD EPYC): x86 takes 0.28-0.53x onednn's time at 1-8 rows, 0.45-0.77x at 24-64,
 #   0.74-0.94x at 128, even at 256, 1.02-1.13x at 1,024-4,096;
 # * amx (Intel Xeon): onednn runs on AMX; x86 takes 0.40-0.82x its time at 1-8 rows, 0.40-1.00
-#   at 16, 0.56-1.66 at 24, 0.69-1.31 at 32, 0.84-2.99 at 64 and 1.06-3.09 at 128-256.
-# A class not measured (avx512-vnni, avx512-bf16, another CPU) gets no second copy: every
+#   at 16, 0.56-1.66 at 24, 0.69-1.31 at 32, 0.84-2.99 at 64 and 1.06-3.09 at 128-256;
+# * avx512-vnni (Intel Xeon, no native bf16; 2 threads): x86 takes 0.41-0.75x onednn's time at
+#   1-32 rows, 0.62-0.87 at 64, 0.74-1.25 at 128 (the 768 x 3072 layer slower), 0.87-1.12 at
+#   256; BERT-Base end to end, 64 against no second copy: lone inputs of 16 / 32 / 64 tokens
+#   15% / 20% / 7% faster, 1 x 128 level (a threshold of 128 made 1 x 128 7% slower).
+# A class not measured (avx512-bf16, another CPU) gets no second copy: every
 # input runs on INT8_ENGINE, as PyTorch would, rather than a threshold measured on another
 # class. BERTKIT_INT8_SMALL_ROWS overrides; 0 packs one copy only.
 SMALL_ENGINE = "x86"
-SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16}
+SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16, "avx512-vnni": 64}
 SMALL_ROWS_UNMEASURED = 0
 
 
