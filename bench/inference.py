@@ -13,7 +13,9 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
   "bertkit compiled" (``torch.compile(dynamic=True)``, compiled before timing).
 
 ``--precision`` times the precision axis instead: a sequence classifier (random weights, the
-same in every row) as bertkit fp32 / bf16 / INT8, bertkit fp32 / bf16 compiled (the engine's
+same in every row) as bertkit fp32 / bf16 / INT8 as the engine runs each (fp32 with
+``pack_fp32``'s oneDNN copy for few rows where the CPU class has one; "bertkit fp32 plain"
+without it), bertkit fp32 / bf16 compiled (the engine's
 ``compile="on"`` route, :mod:`bertkit.inference.compiled`, compiled before timing), ONNX Runtime fp32 / INT8 (``export-onnx``),
 Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same
 PyTorch dynamic quantisation as bertkit's), OpenVINO fp32 / bf16 / INT8
@@ -63,10 +65,10 @@ from bertkit.checkpoint import save_pretrained
 from bertkit.config import BertConfig
 from bertkit.inference import length_batches
 from bertkit.model import BertForSequenceClassification, BertModel
-from bertkit.modeldir.int8 import prepare
+from bertkit.modeldir.int8 import pack_fp32, prepare
 from bertkit.precision import autocast
 
-PRECISION_ROWS = ("bertkit fp32", "bertkit bf16", "bertkit int8", "bertkit int8 static", "bertkit fp32 compiled",
+PRECISION_ROWS = ("bertkit fp32", "bertkit fp32 plain", "bertkit bf16", "bertkit int8", "bertkit int8 static", "bertkit fp32 compiled",
                   "bertkit bf16 compiled", "ort fp32", "ort int8", "hf fp32",
                   "hf int8", "ov fp32", "ov bf16", "ov int8", "ct2 fp32", "ct2 int8")
 CALIBRATION = 300  # SST-2 *train* sentences for OpenVINO's static INT8 (timing and checks use dev)
@@ -385,8 +387,12 @@ def precision_runners(model, directory, names, tmp, calibration=None):
 
     for precision in ("fp32", "bf16", "int8"):  # as the engine runs each (modeldir.int8.prepare)
         if f"bertkit {precision}" in names:
-            prepared = model if precision == "fp32" else prepare(copy.deepcopy(model), precision)
+            prepared = prepare(copy.deepcopy(model), precision)
+            if precision == "fp32":  # load() packs fp32 layers for few rows where measured faster
+                pack_fp32(prepared)
             runners[f"bertkit {precision}"] = bertkit(prepared, precision)
+    if "bertkit fp32 plain" in names:  # fp32 as PyTorch runs it, without pack_fp32
+        runners["bertkit fp32 plain"] = bertkit(model, "fp32")
     for precision in ("fp32", "bf16"):  # the engine's compiled route (load(compile="on"))
         if f"bertkit {precision} compiled" in names:
             from bertkit.inference import compiled

@@ -269,6 +269,69 @@ def test_packed_bf16_layers_save_copy_and_unpack_as_plain_linear_layers(tmp_path
         assert torch.equal(half(ids).logits, expected)
 
 
+@pytest.mark.parametrize("cpu_class", ["avx2", "amx", "avx512-vnni", "avx512-bf16"])
+def test_fp32_layers_are_packed_for_few_rows_only_where_measured(tmp_path, monkeypatch, cpu_class):
+    """``load(precision="fp32")`` packs the linear layers for oneDNN on the class measured
+    faster for few rows (the VNNI Xeon, up to 768 rows) and nowhere else; the variable
+    overrides, a bad value names it, and other precisions are never packed this way."""
+    from bertkit.modeldir.int8 import Fp32PackedLinear, fp32_packed_rows
+
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", cpu_class)
+    monkeypatch.delenv("BERTKIT_FP32_PACKED_ROWS", raising=False)
+    expected = {"avx512-vnni": 768}.get(cpu_class, 0)
+    assert fp32_packed_rows() == expected
+    directory = make_task_model(tmp_path, "classify")
+    packed = [m for m in load(directory, precision="fp32").model.modules() if isinstance(m, Fp32PackedLinear)]
+    assert {m.rows for m in packed} == ({expected} if expected else set())
+    assert not any(isinstance(m, Fp32PackedLinear) for m in load(directory, precision="int8").model.modules())
+    monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "32")
+    assert {m.rows for m in load(directory, precision="fp32").model.modules()
+            if isinstance(m, Fp32PackedLinear)} == {32}
+    monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "few")
+    with pytest.raises(BertkitError, match="BERTKIT_FP32_PACKED_ROWS"):
+        fp32_packed_rows()
+
+
+def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path, monkeypatch):
+    """An :class:`Fp32PackedLinear` runs few rows in inference mode on its packed copy (the
+    same answers to rounding), more rows or a call with gradients on its plain weight (the
+    same answers exactly); its state dict, deep copy and :func:`unpack_linears` are those of
+    the ``nn.Linear`` it was made from; an input of no rows gives no rows."""
+    import copy
+
+    from bertkit.modeldir.int8 import Fp32PackedLinear, pack_fp32, unpack_linears
+
+    monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "6")
+    model = load_model(make_task_model(tmp_path, "classify")).eval()
+    plain = copy.deepcopy(model)
+    pack_fp32(model)
+    assert sum(isinstance(m, Fp32PackedLinear) for m in model.modules()) > 0
+    state, expected_state = model.state_dict(), plain.state_dict()
+    assert set(state) == set(expected_state) and all(torch.equal(state[k], expected_state[k]) for k in state)
+    few, many = torch.tensor([[2, 5, 6, 7, 3]]), torch.tensor([[2, 5, 6, 7, 4, 9, 16, 3]])
+    layer = model.bert.encoder.layer[0].intermediate.dense
+    x = torch.randn(5, layer.in_features)
+    with torch.inference_mode():
+        for ids in (few, many):
+            got, want = model(ids).logits, plain(ids).logits
+            assert torch.allclose(got, want, atol=1e-5)
+        x8 = torch.randn(8, layer.in_features)  # 8 rows > 6: the plain product
+        assert torch.equal(layer(x8), torch.nn.functional.linear(x8, layer.weight, layer.bias))
+        assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5)
+        probe = Fp32PackedLinear(torch.nn.Linear(layer.in_features, 4), rows=6)  # which copy runs?
+        probe.packed = torch.ops.mkldnn._reorder_linear_weight(torch.zeros(4, layer.in_features), None)
+        assert torch.equal(probe(x), probe.bias.expand(5, 4))  # 5 rows: the packed copy
+        assert not torch.equal(probe(x8), probe.bias.expand(8, 4))  # 8 rows: the plain weight
+        assert layer(torch.zeros(0, layer.in_features)).shape == (0, layer.out_features)
+        assert torch.allclose(copy.deepcopy(model)(few).logits, model(few).logits, atol=1e-6)
+    with torch.no_grad():  # gradients or not, outside inference mode: the plain weight
+        assert not torch.equal(probe(x), probe.bias.expand(5, 4))
+    unpack_linears(model)
+    assert not any(isinstance(m, Fp32PackedLinear) for m in model.modules())
+    with torch.inference_mode():
+        assert torch.equal(model(few).logits, plain(few).logits)
+
+
 def test_activations_keep_8_bits_where_the_cpu_has_vnni(tmp_path, cpu_class):
     """7-bit activations (reduce_range) only without VNNI (the AVX2 EPYC); with VNNI/AMX 8."""
     import bertkit.modeldir.int8 as int8

@@ -37,7 +37,7 @@ from bertkit.inference.features import run_model
 from bertkit.inference.heads import TaskInference, hidden_features, pool_features
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
-from bertkit.modeldir.int8 import is_int8_dir, load_model, prepare
+from bertkit.modeldir.int8 import is_int8_dir, load_model, pack_fp32, prepare
 from bertkit.modeldir.st_layout import read_st_prompts
 from bertkit.precision import INFERENCE, INFERENCE_DEFAULT, autocast, from_dtype, resolve
 from bertkit.tasks.base import FeatureSet, Task
@@ -432,13 +432,24 @@ def load(
         else:
             model = load_model(model_dir, model_class or getattr(task, "model_class", None), precision)
     tokenizer = load_tokenizer(model_dir, vocab, lowercase, strip_accents)
-    bert = BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision)
+    bert = owning(BertInference(model, tokenizer, device=device, source=str(model_dir), precision=precision))
     bert.precision_reason = why
     if bert.compile(compile) and warm_up:
         bert.warm_up()
     family = bert.family()
     for finding in family.findings(finetune_entry(model.config).get("metrics") or {}) if family else ():
         warnings.warn(f"{model_dir}: {finding}", stacklevel=2)  # e.g. a SQuAD 2.0 model that never answers
+    return bert
+
+
+def owning(bert: BertInference) -> BertInference:
+    """``bert`` as an engine that owns its model (loaded from a directory, never trained
+    further): at fp32 its linear layers packed for few rows where this CPU class was measured
+    faster (:func:`bertkit.modeldir.int8.pack_fp32`). Every engine built from a directory goes
+    through here, so that they answer alike; a model a user hands to :class:`BertInference`
+    is left as it is."""
+    if bert.precision == "fp32":
+        pack_fp32(bert.model)
     return bert
 
 

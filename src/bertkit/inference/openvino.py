@@ -39,7 +39,7 @@ from torch import nn
 
 from bertkit.errors import BertkitError, DataFormatError
 from bertkit.inference.calibration import encoder_rows, padded_batches
-from bertkit.inference.engine import BertInference
+from bertkit.inference.engine import BertInference, owning
 from bertkit.inference.export import INPUTS
 from bertkit.model.outputs import ModelOutput
 
@@ -300,7 +300,7 @@ def _converted_engine(model, tokenizer, source: str, precision: str, threads: in
         keep = tempfile.TemporaryDirectory(prefix="bertkit-openvino-")
         out_dir = keep.name
     xml = convert(source, out_dir, int8=precision == "int8", calibration=batches)
-    engine = OpenVinoInference(model, tokenizer, xml, precision, source=source, threads=threads,
-                               torch_precision=torch_precision)
+    engine = owning(OpenVinoInference(model, tokenizer, xml, precision, source=source, threads=threads,
+                                      torch_precision=torch_precision))
     engine._converted = keep
     return engine
