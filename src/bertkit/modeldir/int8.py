@@ -1,6 +1,8 @@
 """INT8 inference: dynamic quantisation of the linear layers, and INT8 model directories.
 
-``fp32`` runs the weights as they are. ``bf16`` keeps fp32 weights and runs under CPU/GPU
+``fp32`` runs the weights as they are; an engine that owns its model (loaded from a
+directory) also packs them for oneDNN for inputs of a few rows where the CPU class was measured
+faster (:func:`pack_fp32`). ``bf16`` keeps fp32 weights and runs under CPU/GPU
 autocast (matrix products in bfloat16, LayerNorm and softmax in fp32), so the same loaded
 model serves both. ``int8`` replaces every ``nn.Linear`` of the encoder and the heads (not the
 masked-LM decoder, whose weight is tied to the word embeddings) by PyTorch's dynamically
