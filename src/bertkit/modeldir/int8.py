@@ -66,21 +66,28 @@ INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
 # class. BERTKIT_INT8_SMALL_ROWS overrides; 0 packs one copy only.
 SMALL_ENGINE = "x86"
 SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16, "avx512-vnni": 64}
-SMALL_ROWS_UNMEASURED = 0
+UNMEASURED_ROWS = 0  # a class without a measured threshold: no second copy (INT8 or fp32)
+
+
+def _rows_threshold(variable: str, by_class: dict[str, int]) -> int:
+    """A rows threshold: the environment ``variable`` where set (a whole number; a bad value
+    is a :class:`BertkitError` naming it), else ``by_class``'s value for this CPU's class
+    (:func:`bertkit.cpu.cpu_class`), 0 for a class not measured."""
+    from bertkit.cpu import cpu_class
+
+    given = os.environ.get(variable, "").strip()
+    if given:
+        try:
+            return max(0, int(given))
+        except ValueError:
+            raise BertkitError(f"{variable} must be a whole number of rows, got {given!r}") from None
+    return by_class.get(cpu_class() or "", UNMEASURED_ROWS)
 
 
 def small_rows() -> int:
     """Rows up to which an INT8 layer runs on :data:`SMALL_ENGINE`'s packing on this CPU:
     ``BERTKIT_INT8_SMALL_ROWS``, else its class's measured threshold."""
-    from bertkit.cpu import cpu_class
-
-    given = os.environ.get("BERTKIT_INT8_SMALL_ROWS", "").strip()
-    if given:
-        try:
-            return max(0, int(given))
-        except ValueError:
-            raise BertkitError(f"BERTKIT_INT8_SMALL_ROWS must be a whole number of rows, got {given!r}") from None
-    return SMALL_ROWS_BY_CLASS.get(cpu_class() or "", SMALL_ROWS_UNMEASURED)
+    return _rows_threshold("BERTKIT_INT8_SMALL_ROWS", SMALL_ROWS_BY_CLASS)
 
 
 # fp32 inputs of at most this many rows run on a copy of each linear layer's weight reordered
@@ -97,15 +104,7 @@ FP32_PACKED_ROWS_BY_CLASS = {"avx512-vnni": 768}
 def fp32_packed_rows() -> int:
     """Rows up to which an fp32 linear layer of a loaded model runs on its oneDNN-packed copy
     on this CPU: ``BERTKIT_FP32_PACKED_ROWS``, else its class's measured threshold (0: none)."""
-    from bertkit.cpu import cpu_class
-
-    given = os.environ.get("BERTKIT_FP32_PACKED_ROWS", "").strip()
-    if given:
-        try:
-            return max(0, int(given))
-        except ValueError:
-            raise BertkitError(f"BERTKIT_FP32_PACKED_ROWS must be a whole number of rows, got {given!r}") from None
-    return FP32_PACKED_ROWS_BY_CLASS.get(cpu_class() or "", 0)
+    return _rows_threshold("BERTKIT_FP32_PACKED_ROWS", FP32_PACKED_ROWS_BY_CLASS)
 
 
 def _quantisable(model: nn.Module) -> list[str]:
