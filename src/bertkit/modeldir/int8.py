@@ -272,6 +272,18 @@ def can_pack_bf16() -> bool:
         return False
 
 
+def _plain_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
+    """A plain ``nn.Linear`` (eval) holding copies of ``weight`` and ``bias``, in their dtype:
+    what a packed layer gives back (:func:`unpack_linears`, deep copies)."""
+    out_features, in_features = weight.shape
+    linear = nn.Linear(in_features, out_features, bias=bias is not None, dtype=weight.dtype)
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        if bias is not None:
+            linear.bias.copy_(bias)
+    return linear.eval()
+
+
 class PackedLinear(nn.Module):
     """A bf16 linear layer for CPU inference whose weight oneDNN has reordered once into its
     kernels' blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, the packing
@@ -307,12 +319,7 @@ class PackedLinear(nn.Module):
 
     def as_linear(self) -> nn.Linear:
         """The plain bf16 ``nn.Linear`` this layer was made from."""
-        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, dtype=torch.bfloat16)
-        with torch.no_grad():
-            linear.weight.copy_(self.weight)
-            if self.bias is not None:
-                linear.bias.copy_(self.bias)
-        return linear.eval()
+        return _plain_linear(self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bf16 packed for oneDNN"
@@ -344,12 +351,7 @@ class Fp32PackedLinear(nn.Linear):
 
     def as_linear(self) -> nn.Linear:
         """A plain ``nn.Linear`` holding this layer's weight and bias (copies)."""
-        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
-        with torch.no_grad():
-            linear.weight.copy_(self.weight)
-            if self.bias is not None:
-                linear.bias.copy_(self.bias)
-        return linear.eval()
+        return _plain_linear(self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, fp32 packed for oneDNN up to {self.rows} rows"
