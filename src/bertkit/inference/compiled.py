@@ -131,7 +131,26 @@ def warm_up(model, precision: str, device: torch.device | str = "cpu", length: i
 
     encoder = model.encoder_model()
     for batch in (2, 1):
-        ids = torch.full((batch, length), model.config.vocab_size - 1, dtype=torch.long, device=device)
+        inputs = example_inputs(batch, length, model.config.vocab_size, device)
         with TRACING, torch.inference_mode(), autocast(precision, device):
-            encoder(ids, torch.zeros_like(ids), torch.ones_like(ids))
+            encoder(*inputs)
+
+
+def example_inputs(batch: int, length: int, vocab_size: int, device: torch.device | str = "cpu") -> tuple:
+    """``(ids, types, mask)`` to warm a graph up on, made as the engine makes a batch's
+    (:meth:`~bertkit.inference.heads.TaskInference.run_rows`): ordinary tensors, not
+    inference-mode ones. A compiled graph guards on its inputs' dispatch keys, and inference
+    tensors lack autograd's: a graph warmed up on them was compiled again at the first real
+    batch (static INT8's BERT-Base batch graph: 24 s on the VNNI Xeon)."""
+    with torch.inference_mode(False):
+        ids = torch.full((batch, length), vocab_size - 1, dtype=torch.long, device=device)
+        return ids, torch.zeros_like(ids), torch.ones_like(ids)
+
+
+def ordinary(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or an ordinary copy of an inference-mode one (see :func:`example_inputs`)."""
+    if not tensor.is_inference():
+        return tensor
+    with torch.inference_mode(False):
+        return tensor.clone()
 

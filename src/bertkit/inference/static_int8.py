@@ -56,6 +56,8 @@ from bertkit import cpu
 from bertkit.errors import BertkitError
 from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded_batches
 from bertkit.inference.compiled import TRACING as _TRACING
+from bertkit.inference.compiled import example_inputs
+from bertkit.inference.compiled import ordinary as _ordinary
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
 # the oldest torch the route was run on; torch 2.11.0+cu130 with torchao 0.18 died of a
@@ -268,7 +270,7 @@ class _Route:
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        inputs = (input_ids.contiguous(), token_type_ids.contiguous(), attention_mask.contiguous())
+        inputs = tuple(_ordinary(x).contiguous() for x in (input_ids, token_type_ids, attention_mask))
         if input_ids.shape[0] > 1 and not self.batches_started:
             self.compile_batches()
         if input_ids.shape[0] > 1 and self.batches_ready.is_set():
@@ -344,9 +346,9 @@ class _Route:
         # freezing set in the config, not as a compile option: torchao's INT8 lowering reads the
         # config (as an option, inductor meets onednn.qlinear_prepack unlowered and fails)
         compiled = inductor.patch(freezing=True)(torch.compile(graph, dynamic=True))
-        ids = torch.full((2, 16), self.model.config.vocab_size - 1, dtype=torch.long)
+        inputs = example_inputs(2, 16, self.model.config.vocab_size)
         with _TRACING, torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-            compiled(ids, torch.zeros_like(ids), torch.ones_like(ids))
+            compiled(*inputs)
         self._batches = compiled
         self.batches_seconds = time.perf_counter() - started
         self.batches_ready.set()
