@@ -291,11 +291,13 @@ class _Route:
         # only the compilation of the exported graph goes to the background
         self.graph()
         threads = torch.get_num_threads()
+        if not self._claim_batches():
+            return
 
         def build():
             torch.set_num_threads(threads)  # a new thread starts with the default count
             try:
-                self.compile_batches()
+                self._compile_batches()
             except Exception as e:  # the package goes on answering batches: said, not fatal
                 self.batches_error = f"{type(e).__name__}: {e}"
                 print(f"bertkit: static INT8: compiling the batch graph failed ({self.batches_error}); "
@@ -335,10 +337,19 @@ class _Route:
     def compile_batches(self) -> None:
         """Compile the graph for batches (``torch.compile``, dynamic shapes, frozen weights)
         and run it once; until then batches go to the package."""
+        if self._claim_batches():
+            self._compile_batches()
+
+    def _claim_batches(self) -> bool:
+        """Mark the batch graph's compilation as started (so :func:`compiling` says so from
+        now, before a background thread gets to it); False if it already was."""
         with self.lock:
             if self.batches_started:
-                return
+                return False
             self.batches_started = True
+            return True
+
+    def _compile_batches(self) -> None:
         started = time.perf_counter()
         from torch._inductor import config as inductor
 
