@@ -14,10 +14,17 @@ moves least. Rounds alternate the servers.
 
 Servers: ``bertkit`` (``serve``'s defaults, one thread), ``bertkit process``
 (``--model-process``), ``bertkit compiled process``, ``bertkit bf16`` / ``bf16 process`` /
-``bf16 compiled process`` / ``bf16 unpadded``; ``hf`` (fp32) and ``hf bf16`` (the pipeline's model in bf16).
+``bf16 compiled process`` / ``bf16 unpadded``, ``bertkit int8`` (dynamic) and ``bertkit int8
+static`` / ``int8 static process`` (``--calibration``: the first 300 sentences of ``--data``'s
+train.tsv, as ``bench/serve.py``; measured once its batch graph has compiled); ``hf`` (fp32),
+``hf bf16`` (the pipeline's model in bf16) and ``hf int8`` (PyTorch dynamic INT8), all batched.
+A bertkit server's name ending in `` uncut`` runs its batches whole, as they gather (no cut by
+what a pass costs: ``bertkit.serve.batcher.PassCost``). ``--shape PRESET --vocab VOCAB`` serves a randomly initialised model of that size, as
+``bench/serve.py --shape`` does.
 
     python bench/serve_cpu.py --model runs/sst2 --data ../shared/data/glue/SST-2 --servers "bertkit,bertkit process,hf"
     python bench/serve_cpu.py --model runs/sst2 --profile bertkit     # cProfile of the event loop
+    python bench/serve_cpu.py --shape base --vocab VOCAB.txt --servers "bertkit int8 static,hf int8" --requests 320
 """
 
 from __future__ import annotations
@@ -34,14 +41,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))  # bench/serve.py: the baselines, the calibration sentences
 SERVERS = ("bertkit", "bertkit process", "bertkit compiled process", "bertkit bf16", "bertkit bf16 process",
-           "bertkit bf16 compiled process", "bertkit bf16 unpadded",
-           "hf", "hf bf16")
+           "bertkit bf16 compiled process", "bertkit bf16 unpadded", "bertkit int8", "bertkit int8 static",
+           "bertkit int8 static process", "hf", "hf bf16", "hf int8")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="a fine-tuned SST-2 model directory")
+    p.add_argument("--model", help="a fine-tuned SST-2 model directory")
+    p.add_argument("--shape", help="instead of --model: a model of this preset (base, mini, ...), random weights")
+    p.add_argument("--vocab", help="vocab.txt for --shape")
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "glue" / "SST-2"),
                    help="the SST-2 folder (its dev.tsv)")
     p.add_argument("--servers", default="bertkit,hf", help="comma-separated, of bertkit, hf")
@@ -52,8 +62,10 @@ def parse_args(argv=None):
     p.add_argument("--profile", choices=SERVERS, help="one round of this server under cProfile (event loop)")
     args = p.parse_args(argv)
     for server in args.servers.split(","):
-        if server not in SERVERS:
+        if server.removesuffix(" uncut") not in SERVERS or (server.endswith(" uncut") and "bertkit" not in server):
             p.error(f"--servers: unknown server {server!r} (choose from {', '.join(SERVERS)})")
+    if (args.model is None) == (args.shape is None) or (args.shape and not args.vocab):
+        p.error("give --model DIR, or --shape PRESET with --vocab VOCAB")
     if args.requests < 1 or args.concurrency < 1 or args.rounds < 1:
         p.error("--requests, --concurrency and --rounds must be at least 1")
     return args
@@ -81,10 +93,11 @@ def thread_cpu() -> dict[int, float]:
     return out
 
 
-async def call(app, body: bytes) -> int:
-    """One POST /predict through the ASGI ``app``: its status."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/predict", "raw_path": b"/predict", "query_string": b"",
+async def call(app, body: bytes, method: str = "POST", path: str = "/predict", answer: list | None = None) -> int:
+    """One request through the ASGI ``app`` (POST /predict unless asked): its status; the
+    answer's body appended to ``answer`` where given."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
              "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
              "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
                          (b"content-length", str(len(body)).encode())]}
@@ -100,6 +113,8 @@ async def call(app, body: bytes) -> int:
     async def send(message):
         if message["type"] == "http.response.start":
             status.append(message["status"])
+        elif answer is not None and message["type"] == "http.response.body":
+            answer.append(message.get("body", b""))
 
     await app(scope, receive, send)
     return status[0]
@@ -115,6 +130,13 @@ async def start(app):
     started = await outbox.get()
     if started["type"] != "lifespan.startup.complete":
         raise SystemExit(f"the app did not start: {started}")
+
+    while True:  # static INT8 compiles its batch graph after start-up: measure it once done
+        answer = []
+        await call(app, b"", "GET", "/info", answer)
+        if not json.loads(b"".join(answer) or b"{}").get("bertkit", {}).get("compiling"):
+            break
+        await asyncio.sleep(1)
 
     async def stop():
         await inbox.put({"type": "lifespan.shutdown"})
@@ -162,30 +184,42 @@ async def measure(app, bodies: list[bytes], concurrency: int, profile: bool) -> 
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
     rows_per_pass = ((batcher.rows_run - passes[1]) / max(batcher.batches_run - passes[0], 1)
                      if batcher else float("nan"))
-    return {"req_s": n / seconds, "cpu_us": 1e6 * (cpu + child) / n, "loop_us": 1e6 * loop / n,
+    pass_tokens = service.pass_tokens() if service is not None else None
+    return {"pass_tokens": float("nan") if pass_tokens is None else pass_tokens, "req_s": n / seconds, "cpu_us": 1e6 * (cpu + child) / n, "loop_us": 1e6 * loop / n,
             "other_us": 1e6 * (cpu - loop) / n, "child_us": 1e6 * child / n, "rows_per_pass": rows_per_pass}
 
 
 def build(server: str, args):
     if server.startswith("bertkit"):
+        from serve import calibration_file
+
         from bertkit.serve.app import create_app
         from bertkit.serve.config import ServeConfig
 
-        precision = "bf16" if "bf16" in server else "auto"
+        precision = "bf16" if "bf16" in server else "int8" if "int8" in server else "auto"
+        calibration = calibration_file(args.data) if "static" in server else None
         return create_app(ServeConfig(model=args.model, threads=1, max_queue=4096, precision=precision,
+                                      calibration=calibration,
                                       compile="on" if "compiled" in server else "auto",
                                       model_process="process" in server,
                                       attention_impl="unpadded" if "unpadded" in server else "auto"))
-    sys.path.insert(0, str(ROOT / "bench"))
     from serve import baseline_app
 
-    return baseline_app(args.model, "hf bf16 batched" if "bf16" in server else "hf fp32 batched",
-                        args.hf_batch_size)
+    precision = "bf16" if "bf16" in server else "int8" if "int8" in server else "fp32"
+    return baseline_app(args.model, f"hf {precision} batched", args.hf_batch_size)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.shape:
+        import tempfile
+
+        from serve import shaped_model
+
+        scratch = tempfile.TemporaryDirectory(prefix="bench-serve-cpu-")
+        args.model = shaped_model(args.shape, Path(scratch.name), args.vocab, args.data)
+        print(f"model: {args.shape}-shaped SST-2 classifier, random weights ({args.model})", flush=True)
     with open(Path(args.data) / "dev.tsv", encoding="utf-8") as f:
         sentences = [row[0] for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][1:]
     bodies = [json.dumps({"inputs": sentences[i % len(sentences)]}).encode() for i in range(args.requests)]
@@ -194,8 +228,10 @@ def main(argv=None) -> int:
     async def run():
         apps = {server: build(server, args) for server in servers}
         stops = []
-        for app in apps.values():
+        for server, app in apps.items():
             stops.append(await start(app))
+            if server.endswith(" uncut"):  # batches as they gather, not cut by what a pass costs
+                app.state.service.batcher.pass_cost = None
             await drive(app, bodies[:200], args.concurrency)  # warm-up
         rows = {server: [] for server in servers}
         for r in range(args.rounds):
@@ -205,7 +241,8 @@ def main(argv=None) -> int:
                 print(f"round {r + 1} {server:8s} {row['req_s']:7.0f} req/s  CPU/request {row['cpu_us']:5.0f} us: "
                       f"event loop {row['loop_us']:4.0f}, other threads {row['other_us']:4.0f}, "
                       f"model process {row['child_us']:4.0f}, "
-                      f"rows per forward pass {row['rows_per_pass']:.1f}", flush=True)
+                      f"rows per forward pass {row['rows_per_pass']:.1f}, "
+                      f"a pass costs {row['pass_tokens']:.0f} tokens", flush=True)
         if args.profile:
             await measure(apps[args.profile], bodies, args.concurrency, True)
         for stop in stops:

@@ -11,7 +11,7 @@ import torch
 
 from bertkit.errors import InputError
 from bertkit.inference import load
-from bertkit.inference.heads import token_batches
+from bertkit.inference.heads import cheapest_cuts, token_batches
 from bertkit.tasks.tagging import group_entities
 from tests.task_models import make_task_model
 
@@ -164,6 +164,38 @@ def test_token_batches_respect_the_budget():
     assert sorted(n for b in batches for n in b) == sorted(lengths)
     assert batches[0] == [30]  # longer than the budget: alone
     assert all(len(b) <= 3 and (len(b) == 1 or len(b) * max(b) <= 24) for b in batches)
+
+
+def test_cheapest_cuts_trade_padding_against_the_cost_of_a_pass():
+    lengths = [50, 12, 11, 10, 4, 4]
+    assert cheapest_cuts(lengths, 10_000) == [(0, 6)]  # a pass dearer than any padding: one batch
+    assert cheapest_cuts(lengths, 0) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6)]  # one per length
+    # 40: 50 | 12 12 12 12 12 costs 50 + 60 + 80 = 190 against 300 + 40 whole, 190 is the least
+    assert cheapest_cuts(lengths, 40) == [(0, 1), (1, 6)]
+    assert cheapest_cuts([], 5) == []
+
+
+def test_cheapest_cuts_are_the_cheapest_of_every_cut():
+    import itertools
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        lengths = sorted((rng.randint(2, 60) for _ in range(rng.randint(1, 7))), reverse=True)
+        pass_tokens = rng.choice([0, 5, 30, 200])
+        n = len(lengths)
+
+        def cost(cuts, lengths=lengths, pass_tokens=pass_tokens):
+            return sum((j - i) * lengths[i] + pass_tokens for i, j in cuts)
+
+        every = []
+        for k in range(n):
+            for inner in itertools.combinations(range(1, n), k):
+                bounds = [0, *inner, n]
+                every.append(list(zip(bounds, bounds[1:])))
+        got = cheapest_cuts(lengths, pass_tokens)
+        assert [i for i, _ in got] == [0, *(j for _, j in got[:-1])] and got[-1][1] == n  # covers every row
+        assert cost(got) == min(cost(c) for c in every)
 
 
 def test_a_pair_sent_to_a_single_sentence_model_is_refused(tmp_path):

@@ -211,6 +211,35 @@ def test_concurrent_shuffled_requests_each_get_their_own_answer(tmp_path):
     assert info["batches_run"] < 60  # some requests really shared a forward pass
 
 
+def test_a_padded_route_measures_what_a_pass_costs_and_answers_alike(tmp_path):
+    """Batches padded to their longest row (``--attention-impl padded``): the batcher times a
+    probe and the passes after it, /info gives the fixed cost of a pass in padded tokens (here
+    about 100: a pass sleeps 20 ms, plus 0.2 ms a padded token), and every answer is still the
+    Python API's."""
+    directory = make_task_model(tmp_path, "classify")
+    bert = load(directory)
+    run_rows = bert.run_rows
+
+    def slow(key, rows):
+        time.sleep(0.02 + 0.0002 * len(rows) * max(len(r.input_ids) for r in rows))
+        return run_rows(key, rows)
+
+    bert.run_rows = slow
+    client = TestClient(create_app(ServeConfig(model=str(directory), attention_impl="padded"), bert))
+    expected = {t: a for t, a in zip(TEXTS, load(directory).predict(TEXTS))}
+    requests = [random.Random(seed).choice(TEXTS) for seed in range(120)]
+    with client:
+        assert client.get("/info").json()["bertkit"]["pass_tokens"] is None  # nothing timed yet
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda t: (t, client.post("/predict", json={"inputs": t})), requests))
+        info = client.get("/info").json()["bertkit"]
+    for text, response in answers:
+        assert response.status_code == 200
+        assert labels_scores(response.json())[0] == labels_scores(expected[text])[0]
+    assert info["attention_impl"] == "padded" and info["rows_run"] == 120
+    assert info["pass_tokens"] is not None and info["pass_tokens"] > 20
+
+
 def test_full_queue_answers_429_at_once_and_in_flight_requests_finish(tmp_path):
     directory = make_task_model(tmp_path, "classify")
     bert = load(directory)

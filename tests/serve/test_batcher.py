@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertkit.serve.batcher import ContinuousBatcher, NeverFits, QueueFull
+from bertkit.serve.batcher import ContinuousBatcher, NeverFits, PassCost, QueueFull
 from bertkit.tasks.base import Plan
 
 
@@ -155,3 +155,104 @@ def test_two_workers_put_a_second_batch_in_only_once_it_is_as_large():
     assert waiting == (1, 2)
     assert beside == (3, True)
     assert [a[0] for a in answers] == [[4, 4, 4], [2], [2], [2]]
+
+
+def test_the_cost_of_a_pass_is_measured_from_a_probe_and_the_batches_after_it():
+    cost = PassCost(every=3)
+    assert cost.tokens is None and not cost.due(3) and cost.due(4) and not cost.due(4)  # claimed once
+    cost.probed(10, 0.010 + 0.001 * 10)  # a pass costs as much as 10 tokens, each 1 ms
+    for tokens in (40, 5, 100):  # 5: too close to the probe to say what a token costs
+        cost.ran(tokens, 0.010 + 0.001 * tokens)
+    assert cost.tokens is None  # two batches far enough from the probe, three needed
+    cost.ran(200, 0.010 + 0.001 * 200 + 0.5)  # one slow outlier: the median holds
+    cost.ran(60, 0.010 + 0.001 * 60)
+    assert cost.tokens == pytest.approx(10)
+    assert cost.due(4)  # five batches since the probe, every 3: probe again
+    cost.probed(10, 0.002)
+    assert cost.tokens is None  # a new probe starts over
+
+
+def test_a_padded_route_cuts_a_batch_where_padding_costs_more_than_a_pass():
+    """With what a pass costs known (40 tokens here), a queued batch of rows of 50, 12, 11, 10,
+    4, 4 tokens runs as [50] and [12, 11, 10, 4, 4] instead of one pass padded to 50; the
+    first batch of four rows or more is preceded by a probe of two copies of its shortest row."""
+    async def scenario():
+        record = Recorder()
+        batcher = ContinuousBatcher(record, max_batch_tokens=10_000, max_batch_size=64, max_queue=100,
+                                    cut_padding=True)
+        blocker = asyncio.ensure_future(batcher.run([plan(1, key=("other",))]))
+        while not record.entered.is_set():
+            await asyncio.sleep(0.001)
+        batcher.pass_cost.probed(8, 0.048)  # 40 ms fixed, 1 ms a token
+        for tokens in (100, 200, 300):
+            batcher.pass_cost.ran(tokens, 0.040 + 0.001 * tokens)
+        queued = [asyncio.ensure_future(batcher.run([plan(n)])) for n in (4, 12, 50, 11, 4, 10)]
+        while batcher.queued < 6:
+            await asyncio.sleep(0.001)
+        record.release.set()
+        answers = [(await x)[0] for x in [blocker, *queued]]
+        await asyncio.to_thread(batcher.close)
+        return record.batches, answers
+
+    batches, answers = asyncio.run(scenario())
+    assert batches[1:] == [(("k",), [12, 11, 10, 4, 4]), (("k",), [50])]  # the oldest row's piece first
+    assert answers == [[1], [4], [12], [50], [11], [4], [10]]
+
+
+def test_the_probe_runs_two_copies_of_the_shortest_row_and_its_answers_go_nowhere():
+    calls = []
+
+    def run_rows(key, rows):
+        calls.append([len(r.input_ids) for r in rows])
+        return [len(r.input_ids) for r in rows]
+
+    async def scenario():
+        batcher = ContinuousBatcher(run_rows, max_queue=100, cut_padding=True)
+        with batcher._cond:  # four rows queued at once: one batch
+            futures = batcher.submit([plan(n) for n in (7, 3, 9, 5)])
+        answers = [await f[0] for f in futures]
+        await asyncio.to_thread(batcher.close)
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert calls == [[3, 3], [3, 3], [9, 7, 5, 3]]
+    assert [a[0] for a in answers] == [7, 3, 9, 5]
+    assert ContinuousBatcher(lambda k, r: [], cut_padding=False).pass_cost is None
+
+
+def test_with_two_workers_the_probe_waits_for_the_other_batch_and_runs_alone():
+    """``workers=2``: a batch of four rows (due for a probe) taken while a batch of three runs
+    probes only once that one has ended, with nothing else in flight."""
+    calls, active, first_in, release = [], [0], threading.Event(), threading.Event()
+    lock = threading.Lock()
+
+    def run_rows(key, rows):
+        with lock:
+            active[0] += 1
+            calls.append(([len(r.input_ids) for r in rows], active[0]))
+        if len(calls) == 1:
+            first_in.set()
+            assert release.wait(30)
+        with lock:
+            active[0] -= 1
+        return [len(r.input_ids) for r in rows]
+
+    async def scenario():
+        batcher = ContinuousBatcher(run_rows, max_queue=100, workers=2, cut_padding=True)
+        first = asyncio.ensure_future(batcher.run([plan(4), plan(4), plan(4)]))
+        while not first_in.is_set():
+            await asyncio.sleep(0.001)
+        second = asyncio.ensure_future(batcher.run([plan(n) for n in (6, 2, 5, 3)]))
+        while batcher._running < 2:  # the second worker took the four rows
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)
+        waiting = len(calls)  # its probe waits for the first batch
+        release.set()
+        answers = [await first, await second]
+        await asyncio.to_thread(batcher.close)
+        return waiting, answers
+
+    waiting, answers = asyncio.run(scenario())
+    assert waiting == 1
+    assert calls == [([4, 4, 4], 1), ([2, 2], 1), ([2, 2], 1), ([6, 5, 3, 2], 1)]
+    assert [a[0] for a in answers] == [[4, 4, 4], [6, 2, 5, 3]]

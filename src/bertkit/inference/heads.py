@@ -53,7 +53,7 @@ from bertkit.precision import autocast
 from bertkit.tasks.base import Plan, PlanContext, Row, text_of
 from bertkit.tasks.windows import LONG_TEXT_OPTIONS, LongText, check_stride, pool_rows, text_windows
 
-__all__ = ["InputError", "Plan", "TaskInference", "pool_features", "token_batches"]
+__all__ = ["InputError", "Plan", "TaskInference", "cheapest_cuts", "pool_features", "token_batches"]
 
 
 def hidden_features(encoder, ids, types, mask, layers: Sequence[int], combine: str) -> torch.Tensor:
@@ -463,6 +463,30 @@ class TaskInference:
         ``token_type_ids``); each row's last hidden states, ``(T_i, hidden)`` float32 (the
         server's ``/embed_all`` and its health probe)."""
         return self.run_rows((STATES,), rows)
+
+
+def cheapest_cuts(lengths: Sequence[int], pass_tokens: float) -> list[tuple[int, int]]:
+    """Where to cut a batch of rows sorted longest first into consecutive batches, padded each
+    to its longest row, so that their padded tokens plus ``pass_tokens`` per forward pass (the
+    fixed cost of a pass, in padded tokens) are fewest: ``[(start, end), ...]`` covering every
+    row. With ``pass_tokens`` large, one batch; with 0, a batch per distinct length."""
+    n = len(lengths)
+    if n == 0:
+        return []
+    if sum(lengths[0] - x for x in lengths) <= pass_tokens:  # no cut saves more padding than a pass costs
+        return [(0, n)]
+    cost = [0.0] + [float("inf")] * n  # cost[j]: the cheapest cut of rows [0, j)
+    start = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            c = cost[i] + (j - i) * lengths[i] + pass_tokens
+            if c < cost[j]:
+                cost[j], start[j] = c, i
+    cuts, j = [], n
+    while j > 0:
+        cuts.append((start[j], j))
+        j = start[j]
+    return cuts[::-1]
 
 
 def token_batches(items: Sequence, length: Callable[[Any], int], max_tokens: int, max_size: int) -> list[list]:

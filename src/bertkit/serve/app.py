@@ -101,7 +101,8 @@ class Service:
             self.engine.start()
         # with the model in its own process, two batches in flight: the next waits in its pipe
         self.batcher = ContinuousBatcher(self.run_rows, c.max_batch_tokens, c.max_batch_size, c.max_queue,
-                                         on_batch=self.metrics.on_batch, workers=2 if self.engine else 1)
+                                         on_batch=self.metrics.on_batch, workers=2 if self.engine else 1,
+                                         cut_padding=self.bert.attention_impl == "padded")
 
     def stop(self) -> None:
         if self.batcher is not None:
@@ -517,7 +518,15 @@ class Service:
                                           "pool_windows": self.long_text.pool},
                             "model_process": self.engine.pid if self.engine else None,
                             "batches_run": self.batcher.batches_run if self.batcher else 0,
-                            "rows_run": self.batcher.rows_run if self.batcher else 0}}
+                            "rows_run": self.batcher.rows_run if self.batcher else 0,
+                            "pass_tokens": self.pass_tokens()}}
+
+    def pass_tokens(self) -> float | None:
+        """What a forward pass costs beyond its tokens, in padded tokens, as the batcher
+        measured it (it cuts batches by it); None until measured, or where batches run unpadded."""
+        cost = self.batcher.pass_cost if self.batcher else None
+        tokens = cost.tokens if cost is not None else None
+        return None if tokens is None else round(tokens, 1)
 
     async def healthy(self) -> bool:
         """The worker thread lives and the model answers: busy, it is working; idle, a

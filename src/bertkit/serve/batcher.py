@@ -12,6 +12,12 @@ that row runs, the others stay queued for newcomers to join. The row is, by turn
 other clients keep sending: one client cannot starve the rest).
 Each output goes back to the future of its own row with its queue and inference times.
 
+Where the model pads a batch to its longest row (``cut_padding``), the batch is cut further
+where that saves more padded tokens than a forward pass costs (:func:`~bertkit.inference.heads.cheapest_cuts`):
+the rows of concurrent requests arrive in any order of length, and a batch of 16 SST-2
+sentences padded to its longest holds 1.8x their tokens. What a pass costs is measured on the
+running server (:class:`PassCost`): none is cut until it is known.
+
 With ``workers=2`` two threads do this, each with a batch in flight: for a ``run_rows`` that
 runs elsewhere and takes batches concurrently (:class:`~bertkit.inference.process.EngineProcess`),
 the next batch is waiting there when one ends.
@@ -32,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertkit.inference.heads import token_batches
+from bertkit.inference.heads import cheapest_cuts, token_batches
 from bertkit.tasks.base import Plan
 
 
@@ -94,6 +100,50 @@ def _deliver(rows: Sequence[_Row], values: Sequence[Any] | None = None,
         loop.call_soon_threadsafe(set_them, pairs)
 
 
+class PassCost:
+    """The fixed cost of one forward pass in padded tokens (what a pass costs beyond its tokens,
+    divided by what a token costs), measured as the server runs: a probe pass of two copies of
+    a batch's shortest row (its cost is mostly the fixed one), timed twice, the faster kept,
+    again every ``every`` batches, against the real batches timed since (``recent``: the
+    median of their cost per token beyond the probe's). :attr:`tokens` is None until the probe
+    and three batches of at least twice its tokens have been timed."""
+
+    MIN_ROWS = 4  # a batch this large may be cut, so worth a probe
+
+    def __init__(self, every: int = 256, window: int = 15):
+        self.every = every
+        self.probe: tuple[int, float] | None = None  # (padded tokens, seconds)
+        self.recent: deque[tuple[int, float]] = deque(maxlen=window)
+        self.since_probe = 0
+        self.asked = False  # a probe was claimed (one that failed is tried again after ``every`` batches)
+
+    def due(self, rows: int) -> bool:
+        """Should a batch of ``rows`` rows be preceded by a probe? (Claimed: asking again says no.)"""
+        if rows < self.MIN_ROWS or (self.asked and self.since_probe < self.every):
+            return False
+        self.asked, self.since_probe = True, 0
+        return True
+
+    def probed(self, tokens: int, seconds: float) -> None:
+        self.probe, self.asked = (tokens, seconds), True
+        self.recent.clear()
+
+    def ran(self, tokens: int, seconds: float) -> None:
+        self.recent.append((tokens, seconds))
+        self.since_probe += 1
+
+    @property
+    def tokens(self) -> float | None:
+        if self.probe is None:
+            return None
+        small, seconds = self.probe
+        slopes = sorted((s - seconds) / (t - small) for t, s in list(self.recent) if t >= 2 * small)
+        if len(slopes) < 3 or slopes[len(slopes) // 2] <= 0:
+            return None
+        per_token = slopes[len(slopes) // 2]
+        return max(seconds - per_token * small, 0.0) / per_token
+
+
 class ContinuousBatcher:
     """Batches rows for ``run_rows(key, encodings) -> outputs`` on ``workers`` threads (each
     with one batch in flight: more than one only where ``run_rows`` runs elsewhere and takes
@@ -101,13 +151,16 @@ class ContinuousBatcher:
 
     ``on_batch(rows, tokens, seconds)`` (optional; ``tokens`` not padded) is called after each forward pass
     (metrics); ``batches_run`` / ``rows_run`` count them, ``last_ok`` is the monotonic time of
-    the last batch that succeeded.
+    the last batch that succeeded. ``cut_padding``: ``run_rows`` pads a batch to its longest
+    row, so batches are cut where padding costs more than a pass (:attr:`pass_cost`).
     """
 
     def __init__(self, run_rows: Callable[[tuple, Sequence], list], max_batch_tokens: int = 8192,
                  max_batch_size: int = 64, max_queue: int = 1024,
-                 on_batch: Callable[[int, int, float], None] | None = None, workers: int = 1):
+                 on_batch: Callable[[int, int, float], None] | None = None, workers: int = 1,
+                 cut_padding: bool = False):
         self.run_rows = run_rows
+        self.pass_cost = PassCost() if cut_padding else None
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
         self.max_queue = max_queue
@@ -120,6 +173,8 @@ class ContinuousBatcher:
         self.batches_run = 0
         self.rows_run = 0
         self.last_ok: float | None = None
+        self._probing = False  # a worker times a probe pass: no batch is taken meanwhile
+        self._last_end = 0.0  # when the last batch ended (monotonic)
         self._turns = 0  # even: the oldest row's batch; odd: the smallest queued request's
         self._requests = 0  # requests submitted, numbering them
         self._threads = [threading.Thread(target=self._work, name=f"bertkit-batcher-{i}", daemon=True)
@@ -206,6 +261,10 @@ class ContinuousBatcher:
         same = sorted((r for r in self._rows if r.key == oldest.key), key=lambda r: -r.length)
         batches = token_batches(same, lambda r: r.length, self.max_batch_tokens, self.max_batch_size)
         batch = next(b for b in batches if any(r is oldest for r in b))
+        pass_tokens = self.pass_cost.tokens if self.pass_cost is not None else None
+        if pass_tokens is not None and len(batch) > 1:
+            pieces = [batch[i:j] for i, j in cheapest_cuts([r.length for r in batch], pass_tokens)]
+            batch = next(b for b in pieces if any(r is oldest for r in b))
         taken = {id(r) for r in batch}
         self._rows = deque(r for r in self._rows if id(r) not in taken)
         return batch
@@ -214,13 +273,37 @@ class ContinuousBatcher:
         """Can a worker take a batch now? Rows are queued, and no batch runs, or as many rows as
         run are queued (a second batch beside a running one only once as large: small
         batches cost more per row than the wait they save), or the batcher is closing."""
-        return bool(self._rows) and (not self._running or self._closing or len(self._rows) >= self._running_rows)
+        return (bool(self._rows) and not self._probing
+                and (not self._running or self._closing or len(self._rows) >= self._running_rows))
 
     def _done(self, batch: list[_Row]) -> None:
         with self._cond:
             self._running -= 1
             self._running_rows -= len(batch)
-            self._cond.notify()
+            self._cond.notify_all()  # a worker waiting to take a batch, or to probe alone
+
+    def _probe(self, batch: list[_Row]) -> None:
+        """Time a pass of two copies of ``batch``'s shortest row, twice (the faster kept), for
+        :attr:`pass_cost`, with no other batch in flight (with two workers, the other's batch
+        ends first and none starts meanwhile); its outputs are dropped, and a failure leaves the
+        cost unknown (the batch itself runs next, its error going to its callers)."""
+        with self._cond:
+            self._probing = True
+            self._cond.wait_for(lambda: self._running == 1)  # only this worker's own batch, not yet sent
+        rows, best = [batch[-1].encoding] * 2, None
+        try:
+            for _ in range(2):
+                start = time.monotonic()
+                self.run_rows(batch[-1].key, rows)
+                seconds = time.monotonic() - start
+                best = seconds if best is None else min(best, seconds)
+            self.pass_cost.probed(2 * batch[-1].length, best)
+        except Exception:  # noqa: BLE001  (the batch's own pass reports what is wrong)
+            pass
+        finally:
+            with self._cond:
+                self._probing = False
+                self._cond.notify_all()
 
     def _work(self) -> None:
         while True:
@@ -232,6 +315,9 @@ class ContinuousBatcher:
                 batch = self._next_batch()
                 self._running += 1
                 self._running_rows += len(batch)
+                probe = self.pass_cost is not None and self.pass_cost.due(len(batch))
+            if probe:
+                self._probe(batch)
             start = time.monotonic()
             try:
                 outputs = self.run_rows(batch[0].key, [r.encoding for r in batch])
@@ -239,8 +325,13 @@ class ContinuousBatcher:
                 self._done(batch)
                 _deliver(batch, error=e)
                 continue
-            seconds = time.monotonic() - start
+            end = time.monotonic()
+            seconds = end - start
             with self._cond:
+                # with two batches in flight, this one was computed after the one before it ended
+                computed, self._last_end = end - max(start, self._last_end), end
+                if self.pass_cost is not None:
+                    self.pass_cost.ran(len(batch) * batch[0].length, computed)  # padded to its first, longest row
                 self._done(batch)
                 self.batches_run += 1
                 self.rows_run += len(batch)
