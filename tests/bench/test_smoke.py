@@ -91,10 +91,26 @@ def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
                                   encoding="utf-8")
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "serve_cpu.py"), "--model", str(model), "--data",
                            str(data), "--requests", "400", "--concurrency", "4", "--rounds", "1",
-                           "--servers", "bertkit,bertkit process,hf"],
+                           "--servers", "bertkit,bertkit process,hf,bertkit int8 uncut"],
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("| ")}
-    assert {"bertkit", "bertkit process", "hf"} <= set(rows), done.stdout[-2000:]
+    assert {"bertkit", "bertkit process", "hf", "bertkit int8 uncut"} <= set(rows), done.stdout[-2000:]
     assert float(rows["bertkit process"].split("|")[6]) > 0  # the model process's CPU is counted
     assert "Task was destroyed" not in done.stderr  # the apps are shut down, not dropped
+
+
+def test_the_batch_cut_benchmark_runs_on_a_toy_model(tmp_path):
+    """bench/batch_cut.py: a toy SST-2 model's groups run whole and cut, and the table compares them."""
+    from tests.task_models import make_task_model
+
+    model = make_task_model(tmp_path, "sst2")
+    data = tmp_path / "SST-2"
+    data.mkdir()
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"the movie {'is ' * (i % 5)}good\t1\n"
+                                                                for i in range(12)), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "batch_cut.py"), "--model", str(model), "--data",
+                           str(data), "--precision", "int8", "--rows", "6", "--groups", "3", "--pass-tokens", "0,2",
+                           "--rounds", "1"], capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| cut, a pass = 0 tokens |" in done.stdout and "| whole | 1.00 |" in done.stdout, done.stdout[-2000:]
