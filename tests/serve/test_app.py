@@ -214,14 +214,14 @@ def test_concurrent_shuffled_requests_each_get_their_own_answer(tmp_path):
 def test_a_padded_route_measures_what_a_pass_costs_and_answers_alike(tmp_path):
     """Batches padded to their longest row (``--attention-impl padded``): the batcher times a
     probe and the passes after it, /info gives the fixed cost of a pass in padded tokens (here
-    about 100: a pass sleeps 20 ms, plus 0.2 ms a padded token), and every answer is still the
+    about 100: a pass sleeps 50 ms, plus 0.5 ms a padded token), and every answer is still the
     Python API's."""
     directory = make_task_model(tmp_path, "classify")
     bert = load(directory)
     run_rows = bert.run_rows
 
     def slow(key, rows):
-        time.sleep(0.02 + 0.0002 * len(rows) * max(len(r.input_ids) for r in rows))
+        time.sleep(0.05 + 0.0005 * len(rows) * max(len(r.input_ids) for r in rows))
         return run_rows(key, rows)
 
     bert.run_rows = slow

@@ -31,6 +31,7 @@ finishes every queued row, then stops.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -102,13 +103,21 @@ def _deliver(rows: Sequence[_Row], values: Sequence[Any] | None = None,
 
 class PassCost:
     """The fixed cost of one forward pass in padded tokens (what a pass costs beyond its tokens,
-    divided by what a token costs), measured as the server runs: a probe pass of two copies of
-    a batch's shortest row (its cost is mostly the fixed one), timed twice, the faster kept,
-    again every ``every`` batches, against the real batches timed since (``recent``: the
-    median of their cost per token beyond the probe's). :attr:`tokens` is None until the probe
-    and three batches of at least twice its tokens have been timed."""
+    divided by what a token costs), measured as the server runs: a probe pass of the shorter
+    half of a batch's rows (a piece of the size a cut makes: at the size of two short rows the
+    cost of a pass did not follow a line to a batch's, and on BERT-Tiny the fixed cost came out
+    at 70 tokens, cutting batches that ran 1.7x slower cut), timed twice, the faster kept, again
+    every ``every`` batches, against the real batches timed since (``recent``: the median of
+    their cost per token beyond the probe's). :attr:`tokens` is None until the probe and three
+    batches of at least twice its tokens have been timed, and where the passes are too short
+    to time (:data:`MIN_PASS_SECONDS`)."""
 
     MIN_ROWS = 4  # a batch this large may be cut, so worth a probe
+    # A pass's wall time includes its waits for the interpreter lock (up to the 5 ms switch
+    # interval each while the event loop runs Python): only passes ten times that long are timed
+    # closely enough. BERT-Tiny's (5-15 ms) are not: its cost came out between 23 and 250 tokens
+    # from one probe to the next, and batches cut by it ran 1.4x slower; BERT-Base's take 50-400 ms.
+    MIN_PASS_SECONDS = 10 * sys.getswitchinterval()
 
     def __init__(self, every: int = 256, window: int = 15):
         self.every = every
@@ -137,6 +146,9 @@ class PassCost:
         if self.probe is None:
             return None
         small, seconds = self.probe
+        times = sorted(s for _, s in list(self.recent))
+        if not times or times[len(times) // 2] < self.MIN_PASS_SECONDS:
+            return None
         slopes = sorted((s - seconds) / (t - small) for t, s in list(self.recent) if t >= 2 * small)
         if len(slopes) < 3 or slopes[len(slopes) // 2] <= 0:
             return None
@@ -283,21 +295,23 @@ class ContinuousBatcher:
             self._cond.notify_all()  # a worker waiting to take a batch, or to probe alone
 
     def _probe(self, batch: list[_Row]) -> None:
-        """Time a pass of two copies of ``batch``'s shortest row, twice (the faster kept), for
-        :attr:`pass_cost`, with no other batch in flight (with two workers, the other's batch
-        ends first and none starts meanwhile); its outputs are dropped, and a failure leaves the
-        cost unknown (the batch itself runs next, its error going to its callers)."""
+        """Time a pass of ``batch``'s shorter half (the size of the pieces a cut makes), twice
+        (the faster kept), for :attr:`pass_cost`, with no other batch in flight (with two
+        workers, the other's batch ends first and none starts meanwhile); its outputs are
+        dropped, and a failure leaves the cost unknown (the batch itself runs next, its error
+        going to its callers)."""
         with self._cond:
             self._probing = True
             self._cond.wait_for(lambda: self._running == 1)  # only this worker's own batch, not yet sent
-        rows, best = [batch[-1].encoding] * 2, None
+        half = batch[len(batch) // 2:]  # sorted longest first: the shorter half
+        best = None
         try:
             for _ in range(2):
                 start = time.monotonic()
-                self.run_rows(batch[-1].key, rows)
+                self.run_rows(half[0].key, [r.encoding for r in half])
                 seconds = time.monotonic() - start
                 best = seconds if best is None else min(best, seconds)
-            self.pass_cost.probed(2 * batch[-1].length, best)
+            self.pass_cost.probed(len(half) * half[0].length, best)
         except Exception:  # noqa: BLE001  (the batch's own pass reports what is wrong)
             pass
         finally:
