@@ -105,8 +105,8 @@ class PassCost:
     """The fixed cost of one forward pass in padded tokens (what a pass costs beyond its tokens,
     divided by what a token costs), measured as the server runs: a probe pass of the shorter
     half of a batch's rows (a piece of the size a cut makes: at the size of two short rows the
-    cost of a pass did not follow a line to a batch's, and on BERT-Tiny the fixed cost came out
-    at 70 tokens, cutting batches that ran 1.7x slower cut), timed twice, the faster kept, again
+    cost of a pass did not follow a line to a batch's: on BERT-Tiny the fixed cost came out at
+    70 tokens, and the batches cut by it ran 1.7x slower), timed twice, the faster kept, again
     every ``every`` batches, against the real batches timed since (``recent``: the median of
     their cost per token beyond the probe's). :attr:`tokens` is None until the probe and three
     batches of at least twice its tokens have been timed, and where the passes are too short
