@@ -168,10 +168,15 @@ def test_the_cost_of_a_pass_is_measured_from_a_probe_and_the_batches_after_it():
     cost.ran(60, 0.010 + 0.001 * 60)
     assert cost.tokens == pytest.approx(10)
     assert cost.due(4)  # five batches since the probe, every 3: probe again
+    cost.probed(12, 0.060)
+    for tokens in (14, 16, 20):  # cut pieces near the probe's size: they cannot say, the last estimate holds
+        cost.ran(tokens, 0.060 + 0.001 * tokens)
+    assert cost.tokens == pytest.approx(10)
     cost.probed(10, 0.002)
-    assert cost.tokens is None  # a new probe starts over
     for tokens in (40, 60, 80):  # passes too short to time beside the interpreter lock's waits
         cost.ran(tokens, 0.001 + 0.0001 * tokens)
+    assert cost.tokens is None
+    cost.ran(15, 0.003)  # and the estimate before them is gone too
     assert cost.tokens is None
 
 

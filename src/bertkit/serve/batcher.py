@@ -110,7 +110,9 @@ class PassCost:
     every ``every`` batches, against the real batches timed since (``recent``: the median of
     their cost per token beyond the probe's). :attr:`tokens` is None until the probe and three
     batches of at least twice its tokens have been timed, and where the passes are too short
-    to time (:data:`MIN_PASS_SECONDS`)."""
+    to time (:data:`MIN_PASS_SECONDS`); while the passes since the last probe cannot say (too
+    few of them, or a cut has made them close to the probe's size), the last estimate holds,
+    so that the cut does not switch itself off."""
 
     MIN_ROWS = 4  # a batch this large may be cut, so worth a probe
     # A pass's wall time includes its waits for the interpreter lock (up to the 5 ms switch
@@ -125,6 +127,7 @@ class PassCost:
         self.recent: deque[tuple[int, float]] = deque(maxlen=window)
         self.since_probe = 0
         self.asked = False  # a probe was claimed (one that failed is tried again after ``every`` batches)
+        self.last: float | None = None  # the last estimate
 
     def due(self, rows: int) -> bool:
         """Should a batch of ``rows`` rows be preceded by a probe? (Claimed: asking again says no.)"""
@@ -146,14 +149,17 @@ class PassCost:
         if self.probe is None:
             return None
         small, seconds = self.probe
-        times = sorted(s for _, s in list(self.recent))
-        if not times or times[len(times) // 2] < self.MIN_PASS_SECONDS:
+        recent = list(self.recent)
+        times = sorted(s for _, s in recent)
+        if times and times[len(times) // 2] < self.MIN_PASS_SECONDS:
+            self.last = None
             return None
-        slopes = sorted((s - seconds) / (t - small) for t, s in list(self.recent) if t >= 2 * small)
+        slopes = sorted((s - seconds) / (t - small) for t, s in recent if t >= 2 * small)
         if len(slopes) < 3 or slopes[len(slopes) // 2] <= 0:
-            return None
+            return self.last
         per_token = slopes[len(slopes) // 2]
-        return max(seconds - per_token * small, 0.0) / per_token
+        self.last = max(seconds - per_token * small, 0.0) / per_token
+        return self.last
 
 
 class ContinuousBatcher:
