@@ -224,6 +224,8 @@ def main(argv=None) -> int:
         sentences = [row[0] for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][1:]
     bodies = [json.dumps({"inputs": sentences[i % len(sentences)]}).encode() for i in range(args.requests)]
     servers = args.servers.split(",")
+    if args.profile and args.profile not in servers:
+        servers.append(args.profile)
 
     async def run():
         apps = {server: build(server, args) for server in servers}

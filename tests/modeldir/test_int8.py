@@ -274,8 +274,10 @@ def test_fp32_layers_are_packed_for_few_rows_only_where_measured(tmp_path, monke
     """``load(precision="fp32")`` packs the linear layers for oneDNN on the class measured
     faster for few rows (the VNNI Xeon, up to 768 rows) and nowhere else; the variable
     overrides, a bad value names it, and other precisions are never packed this way."""
+    from bertkit.modeldir import int8
     from bertkit.modeldir.int8 import Fp32PackedLinear, fp32_packed_rows
 
+    monkeypatch.setattr(int8, "FP32_PACKED_MIN_WIDTH", 1)  # the test model's layers are narrow
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cpu_class)
     monkeypatch.delenv("BERTKIT_FP32_PACKED_ROWS", raising=False)
     expected = {"avx512-vnni": 768}.get(cpu_class, 0)
@@ -292,6 +294,20 @@ def test_fp32_layers_are_packed_for_few_rows_only_where_measured(tmp_path, monke
         fp32_packed_rows()
 
 
+def test_only_wide_fp32_layers_are_packed(monkeypatch):
+    """Layers narrower than :data:`FP32_PACKED_MIN_WIDTH` either way (BERT-Tiny's and
+    BERT-Mini's, a classifier's few outputs) stay plain: there oneDNN's packed copy was measured
+    slower than MKL at every row count; wider ones (BERT-Small's up) are packed."""
+    from bertkit.modeldir.int8 import FP32_PACKED_MIN_WIDTH, Fp32PackedLinear, pack_fp32
+
+    monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "768")
+    wide = FP32_PACKED_MIN_WIDTH
+    model = torch.nn.Sequential(torch.nn.Linear(wide, 4 * wide), torch.nn.Linear(4 * wide, wide),
+                                torch.nn.Linear(wide // 2, 2 * wide), torch.nn.Linear(wide, 2))
+    pack_fp32(model)
+    assert [isinstance(m, Fp32PackedLinear) for m in model] == [True, True, False, False]
+
+
 def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path, monkeypatch):
     """An :class:`Fp32PackedLinear` runs few rows in inference mode on its packed copy (the
     same answers to rounding), more rows or a call with gradients on its plain weight (the
@@ -299,8 +315,10 @@ def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path
     the ``nn.Linear`` it was made from; an input of no rows gives no rows."""
     import copy
 
+    from bertkit.modeldir import int8
     from bertkit.modeldir.int8 import Fp32PackedLinear, pack_fp32, unpack_linears
 
+    monkeypatch.setattr(int8, "FP32_PACKED_MIN_WIDTH", 1)  # the test model's layers are narrow
     monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "6")
     model = load_model(make_task_model(tmp_path, "classify")).eval()
     plain = copy.deepcopy(model)
@@ -322,6 +340,7 @@ def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path
         probe.packed = torch.ops.mkldnn._reorder_linear_weight(torch.zeros(4, layer.in_features), None)
         assert torch.equal(probe(x), probe.bias.expand(5, 4))  # 5 rows: the packed copy
         assert not torch.equal(probe(x8), probe.bias.expand(8, 4))  # 8 rows: the plain weight
+        assert not torch.equal(probe(x[:1]), probe.bias.expand(1, 4))  # one row: the plain weight
         assert layer(torch.zeros(0, layer.in_features)).shape == (0, layer.out_features)
         assert torch.allclose(copy.deepcopy(model)(few).logits, model(few).logits, atol=1e-6)
     with torch.no_grad():  # gradients or not, outside inference mode: the plain weight

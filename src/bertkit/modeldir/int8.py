@@ -99,6 +99,16 @@ def small_rows() -> int:
 #   1.00-1.07x from 1,024); logits within 1.1e-6 of the plain layers'.
 # A class not measured gets no copy (fp32 as PyTorch runs it). BERTKIT_FP32_PACKED_ROWS overrides.
 FP32_PACKED_ROWS_BY_CLASS = {"avx512-vnni": 768}
+# Only layers at least this wide both ways (inputs and outputs) get the copy, and only inputs
+# of two rows or more run on it. Per layer on the VNNI Xeon (one thread, CPU clock, both
+# products warm), the packed copy's time over MKL's at 1 / 8-32 / 64-128 / 256-768 rows:
+# BERT-Tiny's and BERT-Mini's 128 x 128 and 256 x 256 layers 3.0-4.5 / 1.4-3.0 / 1.1-2.0 /
+# 0.96-1.10 (MKL reads a small weight fast; oneDNN's fixed cost per call stays), Mini's
+# 256 x 1024 about level (0.91-1.02 from 8 rows); from 512 x 512 up 1.2-2.0 at one row (MKL's
+# matrix-vector product), 0.38-0.95 at 8-64 rows (512 x 512 at 8: 1.09) and 0.78-1.04 at
+# 128-512 (BERT-Small's 512 x 2048, BERT-Base's 768 x 768 to 3072 x 768, 1024 x 1024). With
+# every BERT-Tiny layer packed, a lone SST-2 sentence took 2.4x the plain model's time.
+FP32_PACKED_MIN_WIDTH = 512
 
 
 def fp32_packed_rows() -> int:
@@ -327,7 +337,7 @@ class PackedLinear(nn.Module):
 
 class Fp32PackedLinear(nn.Linear):
     """An fp32 ``nn.Linear`` (its own weight and bias, saved and read as usual) that runs an
-    input of at most ``rows`` rows, in inference mode, on a copy of its weight reordered once
+    input of 2 to ``rows`` rows, in inference mode, on a copy of its weight reordered once
     into oneDNN's blocked layout (as :class:`PackedLinear` does for bf16): at a few rows
     PyTorch's own fp32 product (MKL sgemm) takes up to twice the time (:func:`fp32_packed_rows`).
     Any other call (more rows, gradients, another dtype) runs the plain product. The copy is
@@ -342,7 +352,7 @@ class Fp32PackedLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (x.dtype is torch.float32 and torch.is_inference_mode_enabled()
-                and 0 < x.numel() <= self.rows * self.in_features):
+                and self.in_features < x.numel() <= self.rows * self.in_features):  # 2 to rows rows
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return nn.functional.linear(x, self.weight, self.bias)
 
@@ -358,16 +368,18 @@ class Fp32PackedLinear(nn.Linear):
 
 
 def pack_fp32(model: nn.Module) -> nn.Module:
-    """``model`` (fp32, on the CPU, loaded for inference) with its linear layers (not the
-    masked-LM decoder) as :class:`Fp32PackedLinear`, in place, where this CPU class has a
-    measured threshold (:func:`fp32_packed_rows`) and oneDNN runs; else unchanged. The answers
-    move by rounding only (BERT-Base logits within 1.1e-6)."""
+    """``model`` (fp32, on the CPU, loaded for inference) with its linear layers of at least
+    :data:`FP32_PACKED_MIN_WIDTH` inputs and outputs (not the masked-LM decoder) as
+    :class:`Fp32PackedLinear`, in place, where this CPU class has a measured threshold
+    (:func:`fp32_packed_rows`) and oneDNN runs; else unchanged (a BERT-Tiny or BERT-Mini model
+    entirely). The answers move by rounding only (BERT-Base logits within 1.1e-6)."""
     rows = fp32_packed_rows()
     if rows <= 0 or not _on_cpu(model) or not torch.backends.mkldnn.is_available():
         return model
     for name in _quantisable(model):
         layer = model.get_submodule(name)
-        if layer.weight.dtype is torch.float32:
+        if (layer.weight.dtype is torch.float32
+                and min(layer.in_features, layer.out_features) >= FP32_PACKED_MIN_WIDTH):
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, Fp32PackedLinear(layer, rows))
     return model
