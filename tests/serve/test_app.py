@@ -559,3 +559,11 @@ def test_tei_scores_are_best_first_with_ties_in_label_order():
     assert [x["label"] for x in best] == ["pos"] and abs(best[0]["score"] - 1 / (1 + np.exp(-2.0))) < 1e-12
     one = tei_scores(np.array([0.5]), ["score"], raw=False)
     assert abs(one[0]["score"] - 1 / (1 + np.exp(-0.5))) < 1e-12 and isinstance(one[0]["score"], float)
+    # extremes: no overflow, the scores numpy's float64 formulas give
+    far = tei_scores(np.array([-800.0, 750.0], dtype=np.float32), ["a", "b"], raw=False, function="sigmoid")
+    assert [(x["label"], x["score"]) for x in far] == [("b", 1.0), ("a", 0.0)]
+    big = tei_scores(np.array([1000.0, 999.0, -1000.0]), ["a", "b", "c"], raw=False)
+    e = np.exp(np.array([0.0, -1.0, -2000.0]))
+    assert [x["score"] for x in big] == pytest.approx((e / e.sum()).tolist(), rel=1e-12, abs=1e-300)
+    rows = np.array([[0.25, -1.5]], dtype=np.float32)  # a row of a batch's (1, labels) logits
+    assert [x["label"] for x in tei_scores(rows[0], ["neg", "pos"], raw=False)] == ["neg", "pos"]

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import math
 import sys
 import threading
 import time
@@ -66,19 +67,26 @@ def _ms(seconds: float) -> str:
     return str(int(seconds * 1000))
 
 
+_EXP_LIMIT = 709.0  # math.exp overflows past ~709.78 (numpy gave inf, a sigmoid of 0.0)
+
+
 def tei_scores(logits: np.ndarray, labels: list[str], raw: bool, function: str | None = None,
                top_k: int | None = None) -> list[dict]:
     """TEI's ``/predict`` answer from one input's logits: softmax over 2+ labels, sigmoid for
     one (unless ``raw``); best first (``function`` / ``top_k``: the HF API's parameters)."""
-    x = np.asarray(logits, dtype=np.float64)
+    # Python floats, not numpy: a few labels a request, where numpy's cost per call was 3.6x
+    # the arithmetic's (15 against 4 us on the VNNI Xeon), on the event loop of every request.
+    x = np.asarray(logits, dtype=np.float64).ravel().tolist()
     function = "none" if raw else function or ("softmax" if len(x) > 1 else "sigmoid")
     if function == "softmax":
-        e = np.exp(x - x.max())
-        x = e / e.sum()
+        top = max(x)
+        e = [math.exp(v - top) for v in x]
+        total = sum(e)
+        x = [v / total for v in e]
     elif function == "sigmoid":
-        x = 1 / (1 + np.exp(-x))
-    order = np.argsort(-x, kind="stable")[:top_k]
-    return [{"score": float(x[i]), "label": labels[i]} for i in order]
+        x = [1 / (1 + math.exp(-v)) if v > -_EXP_LIMIT else 0.0 for v in x]
+    order = sorted(range(len(x)), key=x.__getitem__, reverse=True)[:top_k]  # stable: ties in label order
+    return [{"score": x[i], "label": labels[i]} for i in order]
 
 
 class Service:
