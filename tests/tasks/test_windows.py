@@ -141,6 +141,29 @@ def test_windowed_pairs_repeat_the_second_text(tok):
         assert types.count(1) == len(second) + 1
 
 
+@pytest.mark.parametrize("options, pair", [({}, None), ({}, "the man went to the store"),
+                                           ({"long_text": "window", "stride": 8}, None),
+                                           ({"long_text": "window", "stride": 8}, " ".join(NOISE))])
+def test_a_raw_input_plans_the_rows_its_features_hold(tok, options, pair):
+    """``TextTask.plan`` (one raw input: the server, ``predict``) gives the rows ``featurize``
+    (training, evaluation) gives the same example, and says it truncated exactly when the
+    features lost tokens: a long text cut, or in window mode a long pair's second text."""
+    from bertkit.errors import InputError
+    from bertkit.tasks.base import PlanContext
+
+    task = get_task("mrpc", **options)
+    text = " ".join(NOISE * 3)
+    feats = task.featurize([TextExample("0", text, pair, None)], tok, 24)
+    plan = task.plan([text, pair] if pair else text, PlanContext(tok, 24, task.labels))
+    assert [(r.input_ids, r.token_type_ids) for r in plan.rows] == [
+        (f["input_ids"].tolist(), f["token_type_ids"].tolist()) for f in feats.features]
+    cut = not options or len(tok.text_to_ids(pair or "")) > 10  # a window holds 21 pieces
+    assert plan.truncated == cut == bool(feats.num_truncated)
+    if cut:
+        with pytest.raises(InputError, match="longer than the model's limit"):
+            task.plan([text, pair] if pair else text, PlanContext(tok, 24, task.labels, on_overflow="error"))
+
+
 def test_glue_refuses_other_options():
     with pytest.raises(BertkitError, match="no options"):
         get_task("sst2", columns="x")

@@ -51,6 +51,7 @@ Contract details:
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -249,6 +250,16 @@ def text_of(value: Any, what: str) -> str:
     return value
 
 
+@contextlib.contextmanager
+def input_errors():
+    """Featurising one raw input: a featurising error (:class:`BertkitError`, ``ValueError``)
+    raised inside is an :class:`InputError` (the server's 4xx) with its message."""
+    try:
+        yield
+    except (BertkitError, ValueError) as e:
+        raise InputError(str(e)) from None
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax in float64."""
     z = np.asarray(logits, dtype=np.float64)
@@ -369,12 +380,9 @@ class Task:
     def feature_rows(self, example, ctx: PlanContext) -> tuple[list[Row], FeatureSet]:
         """This family's features of one example as model rows (padding dropped), and the
         feature set; a featurising error is an InputError."""
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the answer says what was cut (``truncated``)
-                features = self.featurize([example], ctx.tokenizer, ctx.max_length)
-        except (BertkitError, ValueError) as e:
-            raise InputError(str(e)) from None
+        with input_errors(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the answer says what was cut (``truncated``)
+            features = self.featurize([example], ctx.tokenizer, ctx.max_length)
         rows = []
         for f in features.features:
             ids = np.asarray(f["input_ids"])

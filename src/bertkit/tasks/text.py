@@ -24,7 +24,16 @@ import numpy as np
 
 from bertkit.errors import BertkitError, DataFormatError, InputError
 from bertkit.model import BertForSequenceClassification
-from bertkit.tasks.base import FeatureSet, Plan, PlanContext, Task, softmax, text_of
+from bertkit.tasks.base import (
+    FeatureSet,
+    Plan,
+    PlanContext,
+    Row,
+    Task,
+    input_errors,
+    softmax,
+    text_of,
+)
 from bertkit.tasks.formats.base import TextExample, iter_jsonl, parse_label
 from bertkit.tasks.windows import LongText, pool_rows, text_windows
 
@@ -66,15 +75,16 @@ class TextTask(Task):
         if pair is not None and ctx.fine_tuned and not self.pair:
             raise InputError(f"this model was fine-tuned on single texts ({self.name}); a sentence "
                              "pair would be read as an input it never saw: send one text per input")
-        rows, features = self.feature_rows(TextExample("0", text, pair, None), ctx)
-        truncated = bool(features.num_truncated) or self._pair_cut(ctx, text, pair)
-        ctx.check_overflow(truncated)
+        long_text = self.long_text
+        with input_errors():  # the rows straight from the encodings: no feature arrays on a server's hot path
+            encodings, cut = self.encodings(TextExample("0", text, pair, None), ctx.tokenizer, ctx.max_length,
+                                            long_text)
+        rows = [Row(ids, types) for ids, types in encodings]
+        ctx.check_overflow(cut > 0)
         labels, regression = ctx.labels, ctx.regression
 
-        def example_logits(outputs):
-            if len(outputs) == 1:  # one window: its row (what pooling gives), on the server's hot path
-                return np.asarray(outputs[0])
-            return self.example_logits(features, {"logits": outputs})[0]
+        def example_logits(outputs):  # the windows' rows pooled (one window: its row)
+            return pool_rows([0] * len(outputs), outputs, 1, long_text.pool)[0]
 
         def finish(outputs):
             logits = example_logits(outputs)
@@ -84,16 +94,23 @@ class TextTask(Task):
             order = np.argsort(-probs, kind="stable")
             return [{"label": labels[i], "score": float(probs[i])} for i in order]
 
-        return Plan(rows, (self,), finish, truncated, windows=len(rows), logits=example_logits,
+        return Plan(rows, (self,), finish, cut > 0, windows=len(rows), logits=example_logits,
                     left_truncatable=len(rows) == 1)
 
-    def _pair_cut(self, ctx: PlanContext, text: str, pair: str | None) -> bool:
-        """Does a windowed pair's second text lose tokens (windows keep it beside each one)?"""
-        if pair is None or not self.long_text.windowed:
-            return False
-        tok = ctx.tokenizer
-        return bool(text_windows(tok, tok.text_to_ids(text), tok.text_to_ids(pair), ctx.max_length,
-                                 self.long_text)[1])
+    def encodings(self, ex: TextExample, tokenizer, max_seq_length: int,
+                  long_text: LongText | None = None) -> tuple[list[tuple[list[int], list[int]]], int]:
+        """``([(input_ids, token_type_ids), ...], cut)``: the model rows of one example and the
+        tokens it lost: one row, a pair truncated longest-first to ``max_seq_length``, or in
+        ``window`` mode (``long_text``, default the task's) its windows, where ``cut`` counts the
+        pieces of a pair's second text dropped (windows keep it beside each one). The one rule
+        of :meth:`featurize` (training, evaluation) and :meth:`plan` (one raw input)."""
+        long_text = long_text or self.long_text
+        if long_text.windowed:
+            first = tokenizer.text_to_ids(ex.text_a)
+            second = tokenizer.text_to_ids(ex.text_b) if ex.text_b is not None else None
+            return text_windows(tokenizer, first, second, max_seq_length, long_text)
+        enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_seq_length)
+        return [(enc.input_ids, enc.token_type_ids)], enc.num_truncated
 
     # ------------------------------------------------------------ features
     def featurize(self, examples: Sequence[TextExample], tokenizer, max_seq_length: int,
@@ -105,12 +122,8 @@ class TextTask(Task):
         features, meta, truncated = [], [], 0
         long_text = self.long_text
         for e, ex in enumerate(examples):
-            if long_text.windowed:
-                encodings = self._windows(ex, tokenizer, max_seq_length, long_text)
-            else:
-                enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_seq_length)
-                truncated += enc.num_truncated > 0
-                encodings = [(enc.input_ids, enc.token_type_ids)]
+            encodings, cut = self.encodings(ex, tokenizer, max_seq_length, long_text)
+            truncated += cut > 0
             for ids, types in encodings:
                 feature = {"input_ids": np.asarray(ids, dtype=np.int32),
                            "token_type_ids": np.asarray(types, dtype=np.int8),
@@ -126,13 +139,6 @@ class TextTask(Task):
     def long_text(self) -> LongText:
         """The long-text choice of the task options (default: truncate)."""
         return LongText.from_options(self.options)
-
-    @staticmethod
-    def _windows(ex: TextExample, tokenizer, max_seq_length: int, long_text: LongText):
-        """``(input_ids, token_type_ids)`` of each window of ``ex`` (see the module docstring)."""
-        first = tokenizer.text_to_ids(ex.text_a)
-        second = tokenizer.text_to_ids(ex.text_b) if ex.text_b is not None else None
-        return text_windows(tokenizer, first, second, max_seq_length, long_text)[0]
 
     def example_logits(self, features: FeatureSet, outputs) -> np.ndarray:
         """(examples, outputs) logits: each example's window rows pooled (one row: itself)."""
