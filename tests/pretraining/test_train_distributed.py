@@ -13,12 +13,14 @@ from .train_helpers import cli_flags, losses, make_data, settings, weights
 
 
 def _launch(config) -> None:
+    # --tee 2: each rank's own stderr in torchrun's, so that a failure shows why the rank ended
+    # (a rank once aborted under load with only torchrun's summary to read)
     proc = subprocess.run(
-        [torchrun_path(), "--standalone", "--nproc_per_node", "2", "-m", "bertkit.cli.main",
+        [torchrun_path(), "--standalone", "--nproc_per_node", "2", "--tee", "2", "-m", "bertkit.cli.main",
          "pretrain", *cli_flags(config)],
         capture_output=True, text=True, timeout=180, env=torchrun_env(),
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-6000:]
 
 
 @pytest.mark.slow
