@@ -293,3 +293,31 @@ def test_a_stride_not_smaller_than_the_window_is_a_clear_cli_error(command, tmp_
     err = capsys.readouterr().err
     assert "--stride=46 must be at least 1 and smaller than the window of 46 tokens" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("task_name, options, item", [
+    ("ner", {"long_sentences": "truncate"}, " ".join(NOISE * 3)),
+    ("squad", {"max_query_length": 8, "doc_stride": 4},
+     {"question": "where did he go", "context": " ".join(NOISE * 3)}),
+    ("swag", {}, {"context": " ".join(NOISE * 3), "choices": ["he left", "she stayed"]}),
+])
+def test_planning_a_long_input_leaves_the_warning_filters_alone(tok, monkeypatch, recwarn, task_name,
+                                                               options, item):
+    """A server plans long inputs in another thread than the event loop: planning must not
+    change the process-wide warning filters (``warnings.catch_warnings``, which two threads
+    interleaved leave changed) and must warn nothing (the answer says ``truncated``)."""
+    import warnings
+
+    from bertkit.tasks.base import PlanContext
+
+    def process_wide(*args, **kwargs):
+        raise AssertionError("warnings.catch_warnings on a plan's path")
+
+    task = get_task(task_name, **options)
+    labels = task.labels or ["0", "1"]
+    with monkeypatch.context() as patched:
+        patched.setattr(warnings, "catch_warnings", process_wide)
+        plan = task.plan(item, PlanContext(tok, 24, labels))
+    assert plan.rows and all(len(r.input_ids) <= 24 for r in plan.rows)
+    assert task_name == "squad" or plan.truncated  # SQuAD windows a long context: nothing is cut
+    assert not recwarn.list

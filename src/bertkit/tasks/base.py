@@ -377,12 +377,19 @@ class Task:
             rows.append(cut[0] if len(cut) == 1 else tuple(cut))
         return rows
 
+    def plan_features(self, example, ctx: PlanContext) -> FeatureSet:
+        """:meth:`featurize` of one raw input, issuing no warning: the answer says what was
+        cut (``truncated``). A family whose featurising warns overrides this to stay quiet
+        without ``warnings.catch_warnings``, whose filters are process-wide: a server plans a
+        long input in another thread than the event loop, and two such blocks interleaved
+        leave the process's filters changed."""
+        return self.featurize([example], ctx.tokenizer, ctx.max_length)
+
     def feature_rows(self, example, ctx: PlanContext) -> tuple[list[Row], FeatureSet]:
         """This family's features of one example as model rows (padding dropped), and the
         feature set; a featurising error is an InputError."""
-        with input_errors(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the answer says what was cut (``truncated``)
-            features = self.featurize([example], ctx.tokenizer, ctx.max_length)
+        with input_errors():
+            features = self.plan_features(example, ctx)
         rows = []
         for f in features.features:
             ids = np.asarray(f["input_ids"])

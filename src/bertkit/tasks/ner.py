@@ -160,14 +160,20 @@ class TokenTask(Task):
         labelled = all(len(s.tags) == len(s.words) for s in examples)
         if train and not labelled:
             raise BertkitError(f"{self.name}: a training sentence has no tags")
+        with warnings.catch_warnings():  # each split's long sentences are told, not only the first's
+            warnings.filterwarnings("always", category=UserWarning)
+            return self._features(examples, tokenizer, max_seq_length, labelled, warn=True)
+
+    def plan_features(self, example: TaggedSentence, ctx) -> FeatureSet:
+        return self._features([example], ctx.tokenizer, ctx.max_length, False, warn=False)
+
+    def _features(self, examples, tokenizer, max_seq_length: int, labelled: bool, warn: bool) -> FeatureSet:
         label2id = {t: i for i, t in enumerate(self.labels or [])}
         try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("always", category=UserWarning)
-                return featurize_tagging(tokenizer, [s.words for s in examples],
-                                         [s.tags for s in examples] if labelled else None,
-                                         label2id, max_seq_length, self.long_sentences,
-                                         self.long_text.stride)
+            return featurize_tagging(tokenizer, [s.words for s in examples],
+                                     [s.tags for s in examples] if labelled else None,
+                                     label2id, max_seq_length, self.long_sentences,
+                                     self.long_text.stride, warn=warn)
         except ValueError as e:
             raise BertkitError(f"{self.name}: {e}") from None
 
