@@ -567,3 +567,52 @@ def test_tei_scores_are_best_first_with_ties_in_label_order():
     assert [x["score"] for x in big] == pytest.approx((e / e.sum()).tolist(), rel=1e-12, abs=1e-300)
     rows = np.array([[0.25, -1.5]], dtype=np.float32)  # a row of a batch's (1, labels) logits
     assert [x["label"] for x in tei_scores(rows[0], ["neg", "pos"], raw=False)] == ["neg", "pos"]
+
+
+TIMING = ("x-compute-time", "x-total-time", "x-tokenization-time", "x-queue-time", "x-inference-time",
+          "date", "content-length")
+
+
+@pytest.mark.parametrize("path, body, direct", [
+    ("/predict", b'{"inputs": "the man went to the store ."}', True),
+    ("/predict", b'{"inputs": [["he is good"], ["hello world", "the cafe"]], "raw_scores": true, "x": 1}', True),
+    ("/predict", b'{"inputs": "good night", "parameters": {"top_k": 1}, "truncate": true}', True),
+    ("/predict", b'{"inputs": "' + b"the man " * 80 + b'", "truncate": false}', True),  # the route's 413
+    ("/predict", b'{"inputs": 3}', True),  # a valid body the route refuses (422)
+    ("/predict", b'{"inputs": ', False),  # bad JSON
+    ("/predict", b'{"raw_scores": "maybe"}', False),
+    ("/predict", b'', False),
+    ("/predict", b'[' * 100_000 + b']' * 100_000, False),  # deeper than json.loads goes
+    ("/predict", '{"inputs": "café"}'.encode("latin-1"), False),
+    ("/attention", b'{"inputs": "he is good", "layer": 1, "head": 0}', True),
+    ("/attention", b'{"inputs": "he is good", "layer": "first"}', False),
+])
+def test_the_direct_route_answers_as_the_fastapi_route(classify, path, body, direct):
+    """A model route's request skips FastAPI's request handling when its body is valid
+    (``routes.Direct``), and is FastAPI's route's otherwise: either way the answer, its status and
+    its headers are those of the FastAPI route alone (timings aside)."""
+    from bertkit.serve.routes import Direct
+
+    client, _ = classify
+    routes = client.app.router.routes
+    route = next(r.endpoint for r in routes if isinstance(r.endpoint, Direct) and r.path == path)
+    handed_on = []
+    fallback = route.fallback
+
+    async def recorded(scope, receive, send):
+        handed_on.append(scope["path"])
+        await fallback(scope, receive, send)
+
+    route.fallback = recorded
+    headers = {"Content-Type": "application/json"}
+    got = client.post(path, content=body, headers=headers)
+    kept = list(routes)
+    routes[:] = [r for r in routes if not isinstance(getattr(r, "endpoint", None), Direct)]
+    try:
+        want = client.post(path, content=body, headers=headers)
+    finally:
+        routes[:] = kept
+    assert (got.status_code, got.content) == (want.status_code, want.content)
+    assert {k: v for k, v in got.headers.items() if k not in TIMING} == {
+        k: v for k, v in want.headers.items() if k not in TIMING}
+    assert handed_on == ([] if direct else [path])

@@ -79,7 +79,7 @@ class Gate:
                     if len(body) > self.payload_limit:
                         return await refuse(413, f"the body has more than --payload-limit "
                                                  f"{self.payload_limit} bytes", "PayloadTooLarge")
-                receive = _replay(body)
+                receive = replay(body)
         return await self.app(scope, receive, send)
 
     def _takes_posts(self, path: str) -> bool:
@@ -110,7 +110,8 @@ def route_methods(app) -> dict[str, set[str]]:
     return found
 
 
-def _replay(body: bytes):
+def replay(body: bytes):
+    """An ASGI ``receive`` that gives ``body`` as the whole request body, once read."""
     sent = False
 
     async def receive():

@@ -15,8 +15,10 @@ import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from bertkit.errors import InputError
 from bertkit.inference.process import EngineProcessEnded
@@ -24,7 +26,7 @@ from bertkit.serve import offload
 from bertkit.serve import schemas as s
 from bertkit.serve.batcher import NeverFits, QueueFull
 from bertkit.serve.errors import ApiError, from_input_error
-from bertkit.serve.gate import route_methods
+from bertkit.serve.gate import replay, route_methods
 from bertkit.serve.metrics import CONTENT_TYPE
 from bertkit.serve.schemas import IGNORED_HEADER
 
@@ -286,10 +288,48 @@ HANDLERS = {ApiError: on_api_error, RequestValidationError: on_validation, Input
 
 
 def install(app: FastAPI) -> None:
-    """The error answers and the routes, on ``app``."""
+    """The error answers and the routes, on ``app``: each model route of :data:`DIRECT` behind
+    a :class:`Direct` route in front of it."""
     for kind, handler in HANDLERS.items():
         app.add_exception_handler(kind, handler)
     app.include_router(router)
+    direct = [Direct(route) for route in router.routes
+              if isinstance(route, APIRoute) and route.endpoint in DIRECT]
+    app.router.routes[:0] = [Route(d.path, d, methods=["POST"], include_in_schema=False) for d in direct]
+
+
+DIRECT = (predict, rerank, embed, embed_sparse, embed_all, similarity, openai, fill_mask, attention)
+
+
+class Direct:
+    """A model route's valid request without FastAPI's request machinery: the body parsed and
+    validated as FastAPI would (``json.loads``, the route's model), the route's own function
+    called with it and the service, its answer (always a ``Response``) sent. FastAPI's
+    dependency solving, body handling and endpoint wrapping cost BERT-Tiny's server about as
+    much event-loop time per request as the rest of the request together (``bench/serve_cpu.py
+    --profile``). A body that does not parse or validate goes to the FastAPI route itself, with
+    the body replayed, so every error answer is FastAPI's, unchanged; an error raised by the
+    route's function is the app's handlers' (``HANDLERS``), as behind FastAPI."""
+
+    def __init__(self, route: APIRoute):
+        self.path, self.endpoint, self.fallback = route.path, route.endpoint, route.app
+        self.model = route.dependant.body_params[0].field_info.annotation
+
+    async def __call__(self, scope, receive, send):
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left: no one to answer
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        raw = b"".join(chunks)
+        try:
+            body = self.model.model_validate(json.loads(raw))
+        except Exception:  # bad JSON or UTF-8, too deep, invalid: FastAPI's own answer
+            return await self.fallback(scope, replay(raw), send)
+        response = await self.endpoint(body, scope["app"].state.service)
+        await response(scope, receive, send)
 
 
 def _loc_name(part) -> str:
