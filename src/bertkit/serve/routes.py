@@ -304,10 +304,10 @@ DIRECT = (predict, rerank, embed, embed_sparse, embed_all, similarity, openai, f
 class Direct:
     """A model route's valid request without FastAPI's request machinery: the body parsed and
     validated as FastAPI would (``json.loads``, the route's model), the route's own function
-    called with it and the service, its answer (always a ``Response``) sent. FastAPI's
-    dependency solving, body handling and endpoint wrapping cost BERT-Tiny's server about as
-    much event-loop time per request as the rest of the request together (``bench/serve_cpu.py
-    --profile``). A body that does not parse or validate goes to the FastAPI route itself, with
+    called with it and the service, its answer (always a ``Response``) sent. FastAPI's routing,
+    dependency solving, body handling and endpoint wrapping were about 40% of a BERT-Tiny
+    ``/predict`` request's event-loop time under ``bench/serve_cpu.py --profile``; without them
+    the loop spends about a fifth less per request (docs/serving-results.md). A body that does not parse or validate goes to the FastAPI route itself, with
     the body replayed, so every error answer is FastAPI's, unchanged; an error raised by the
     route's function is the app's handlers' (``HANDLERS``), as behind FastAPI."""
 
