@@ -70,10 +70,10 @@ class ServeConfig:
                                     "--no-access-log spares its cost at high request rates")
     model_process: bool = option(False, "run the forward passes in a process of their own, so that "
                                         "they and the HTTP work do not take turns at one Python "
-                                        "interpreter lock (BERT-Tiny at concurrency 32 on a 2-core AMX Xeon: "
-                                        "1.3-1.4x the requests/s over HTTP (two runs), 1.9x with no load generator (one) "
-                                        "on the same cores; docs/serving-results.md); needs two cores; the "
-                                        "model is loaded in both processes")
+                                        "interpreter lock (BERT-Tiny at concurrency 32: 1.2-1.5x the requests/s "
+                                        "of one process over HTTP, four runs on AMX and VNNI Xeons; "
+                                        "docs/serving-results.md); needs two cores; the model is loaded in "
+                                        "both processes")
     max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",
                                    ge=1, metavar="N")
     max_batch_size: int = option(64, "inputs per forward pass", ge=1, metavar="N")
