@@ -66,7 +66,7 @@ from pydantic import BaseModel
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
            "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino bf16", "bertkit openvino int8",
            "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-           "bertkit bf16", "bertkit bf16 process", "hf bf16", "hf bf16 batched")
+           "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process", "hf bf16", "hf bf16 batched")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -286,6 +286,8 @@ def start(server: str, args, port: int) -> subprocess.Popen:
             cmd += ["--calibration", calibration_file(args.data)]
         if server.endswith(" process"):
             cmd += ["--model-process"]
+        if "compiled" in server.split():
+            cmd += ["--compile", "on"]
     return popen(cmd, env, args)
 
 
@@ -528,7 +530,7 @@ def main(argv=None) -> int:
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
     for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "bertkit openvino fp32",
                  "bertkit openvino bf16", "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-                 "bertkit bf16", "bertkit bf16 process"):
+                 "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process"):
         precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:
