@@ -71,7 +71,7 @@ class ServeConfig:
     model_process: bool = option(False, "run the forward passes in a process of their own, so that "
                                         "they and the HTTP work do not take turns at one Python "
                                         "interpreter lock (BERT-Tiny at concurrency 32: 1.2-1.5x the requests/s "
-                                        "of one process over HTTP, four runs on AMX and VNNI Xeons; "
+                                        "of one process over HTTP, five runs on AMX and VNNI Xeons; "
                                         "docs/serving-results.md); needs two cores; the model is loaded in "
                                         "both processes")
     max_batch_tokens: int = option(8192, "padded tokens (rows x longest row) per forward pass",

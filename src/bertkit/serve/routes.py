@@ -307,8 +307,9 @@ class Direct:
     called with it and the service, its answer (always a ``Response``) sent. FastAPI's routing,
     dependency solving, body handling and endpoint wrapping were about 40% of a BERT-Tiny
     ``/predict`` request's event-loop time under ``bench/serve_cpu.py --profile``; without them
-    the loop spends about a fifth less per request (docs/serving-results.md). A body that does not parse or validate goes to the FastAPI route itself, with
-    the body replayed, so every error answer is FastAPI's, unchanged; an error raised by the
+    the loop spends about a fifth less per request (the Intel Xeon with VNNI only;
+    docs/serving-results.md). A body that does not parse or validate goes to the FastAPI route
+    itself, with the body replayed, so every error answer is FastAPI's, unchanged; an error raised by the
     route's function is the app's handlers' (``HANDLERS``), as behind FastAPI."""
 
     def __init__(self, route: APIRoute):
