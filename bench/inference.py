@@ -14,7 +14,7 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
 
 ``--precision`` times the precision axis instead: a sequence classifier (random weights, the
 same in every row) as bertkit fp32 / bf16 / INT8 as the engine runs each (fp32 with
-``pack_fp32``'s oneDNN copy for few rows where the CPU class has one; "bertkit fp32 plain"
+``pack_fp32``'s MKL-packed copy for few rows where the CPU class has one; "bertkit fp32 plain"
 without it), bertkit fp32 / bf16 compiled (the engine's
 ``compile="on"`` route, :mod:`bertkit.inference.compiled`, compiled before timing), ONNX Runtime fp32 / INT8 (``export-onnx``),
 Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -271,13 +273,11 @@ def test_packed_bf16_layers_save_copy_and_unpack_as_plain_linear_layers(tmp_path
 
 @pytest.mark.parametrize("cpu_class", ["avx2", "amx", "avx512-vnni", "avx512-bf16"])
 def test_fp32_layers_are_packed_for_few_rows_only_where_measured(tmp_path, monkeypatch, cpu_class):
-    """``load(precision="fp32")`` packs the linear layers for oneDNN on the class measured
+    """``load(precision="fp32")`` packs the linear layers for MKL on the class measured
     faster for few rows (the VNNI Xeon, up to 768 rows) and nowhere else; the variable
     overrides, a bad value names it, and other precisions are never packed this way."""
-    from bertkit.modeldir import int8
     from bertkit.modeldir.int8 import Fp32PackedLinear, fp32_packed_rows
 
-    monkeypatch.setattr(int8, "FP32_PACKED_MIN_WIDTH", 1)  # the test model's layers are narrow
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cpu_class)
     monkeypatch.delenv("BERTKIT_FP32_PACKED_ROWS", raising=False)
     expected = {"avx512-vnni": 768}.get(cpu_class, 0)
@@ -294,18 +294,26 @@ def test_fp32_layers_are_packed_for_few_rows_only_where_measured(tmp_path, monke
         fp32_packed_rows()
 
 
-def test_only_wide_fp32_layers_are_packed(monkeypatch):
-    """Layers narrower than :data:`FP32_PACKED_MIN_WIDTH` either way (BERT-Tiny's and
-    BERT-Mini's, a classifier's few outputs) stay plain: there oneDNN's packed copy was measured
-    slower than MKL at every row count; wider ones (BERT-Small's up) are packed."""
-    from bertkit.modeldir.int8 import FP32_PACKED_MIN_WIDTH, Fp32PackedLinear, pack_fp32
+def test_a_layer_shape_packs_only_where_its_packed_product_answers_alike(monkeypatch):
+    """Every fp32 linear layer is packed, of any width (the classifier's two outputs too), once
+    its shape's packed product has answered as the plain one at other row counts than it was
+    packed for on this machine; a shape whose packed product answers otherwise stays plain."""
+    from bertkit.modeldir import int8
+    from bertkit.modeldir.int8 import Fp32PackedLinear, pack_fp32
 
     monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "768")
-    wide = FP32_PACKED_MIN_WIDTH
-    model = torch.nn.Sequential(torch.nn.Linear(wide, 4 * wide), torch.nn.Linear(4 * wide, wide),
-                                torch.nn.Linear(wide // 2, 2 * wide), torch.nn.Linear(wide, 2))
+    shapes = [(768, 3072), (3072, 768), (128, 128), (128, 2)]
+    assert all(int8._packing_answers_alike(i, o) for i, o in shapes)  # MKL on this machine
+    model = torch.nn.Sequential(*(torch.nn.Linear(i, o) for i, o in shapes))
     pack_fp32(model)
-    assert [isinstance(m, Fp32PackedLinear) for m in model] == [True, True, False, False]
+    assert all(isinstance(m, Fp32PackedLinear) for m in model)
+
+    real = int8._packed_product
+    monkeypatch.setattr(int8, "_packed_product", lambda x, *args: real(x, *args) * (1 if len(x) < 300 else 1.001))
+    monkeypatch.setattr(int8, "_packing_answers_alike", functools.cache(int8._packing_answers_alike.__wrapped__))
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32))
+    pack_fp32(model)
+    assert not isinstance(model[0], Fp32PackedLinear)
 
 
 def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path, monkeypatch):
@@ -315,10 +323,8 @@ def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path
     the ``nn.Linear`` it was made from; an input of no rows gives no rows."""
     import copy
 
-    from bertkit.modeldir import int8
-    from bertkit.modeldir.int8 import Fp32PackedLinear, pack_fp32, unpack_linears
+    from bertkit.modeldir.int8 import FP32_PACK_ROWS, Fp32PackedLinear, pack_fp32, unpack_linears
 
-    monkeypatch.setattr(int8, "FP32_PACKED_MIN_WIDTH", 1)  # the test model's layers are narrow
     monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "6")
     model = load_model(make_task_model(tmp_path, "classify")).eval()
     plain = copy.deepcopy(model)
@@ -337,7 +343,7 @@ def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path
         assert torch.equal(layer(x8), torch.nn.functional.linear(x8, layer.weight, layer.bias))
         assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5)
         probe = Fp32PackedLinear(torch.nn.Linear(layer.in_features, 4), rows=6)  # which copy runs?
-        probe.packed = torch.ops.mkldnn._reorder_linear_weight(torch.zeros(4, layer.in_features), None)
+        probe.packed = torch.ops.mkl._mkl_reorder_linear_weight(torch.zeros(4, layer.in_features), FP32_PACK_ROWS)
         assert torch.equal(probe(x), probe.bias.expand(5, 4))  # 5 rows: the packed copy
         assert not torch.equal(probe(x8), probe.bias.expand(8, 4))  # 8 rows: the plain weight
         assert not torch.equal(probe(x[:1]), probe.bias.expand(1, 4))  # one row: the plain weight

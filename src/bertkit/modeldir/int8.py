@@ -1,8 +1,8 @@
 """INT8 inference: dynamic quantisation of the linear layers, and INT8 model directories.
 
 ``fp32`` runs the weights as they are; an engine that owns its model (loaded from a
-directory) also packs them for oneDNN for inputs of a few rows where the CPU class was measured
-faster (:func:`pack_fp32`). ``bf16`` keeps fp32 weights and runs under CPU/GPU
+directory) also packs them once for MKL's sgemm for inputs of a few rows where the CPU class
+was measured faster (:func:`pack_fp32`). ``bf16`` keeps fp32 weights and runs under CPU/GPU
 autocast (matrix products in bfloat16, LayerNorm and softmax in fp32), so the same loaded
 model serves both. ``int8`` replaces every ``nn.Linear`` of the encoder and the heads (not the
 masked-LM decoder, whose weight is tied to the word embeddings) by PyTorch's dynamically
@@ -90,29 +90,27 @@ def small_rows() -> int:
     return _rows_threshold("BERTKIT_INT8_SMALL_ROWS", SMALL_ROWS_BY_CLASS)
 
 
-# fp32 inputs of at most this many rows run on a copy of each linear layer's weight reordered
-# once for oneDNN (Fp32PackedLinear), larger ones on PyTorch's own product (MKL sgemm), per CPU
-# class as measured there (BERT-Base end to end, one thread, CPU clock):
-# * avx512-vnni (Intel Xeon, no native bf16): the packed copy takes 0.52 / 0.62 / 0.73 / 0.84x
-#   the time at 1 x 8 / 16 / 40 / 128 tokens, 0.94x at 4 x 128 and 0.98x at 32 x 24 (768 rows),
-#   but 1.08x at 8 x 128 and 1.05x at 32 x 64; two threads alike (0.56-0.83x up to 512 rows,
-#   1.00-1.07x from 1,024); logits within 1.1e-6 of the plain layers'.
+# fp32 inputs of at most this many rows run on a copy of each linear layer's weight packed
+# once for MKL's sgemm (Fp32PackedLinear), larger ones on PyTorch's own product (MKL sgemm,
+# which packs the weight again at every call), per CPU class as measured there (one thread,
+# CPU clock, medians of 3 interleaved rounds, one-off script; docs/serving-results.md):
+# * avx512-vnni (Intel Xeon, no native bf16): BERT-Base with the copy takes 0.48 / 0.58 /
+#   0.70 / 0.76x the plain model's time at 1 x 8 / 16 / 64 / 128 tokens, 0.87x at 2 x 128,
+#   0.96x at 4 x 128, 0.98x at 32 x 24 (768 rows), level from 1,024 (8 x 128 0.99, 32 x 64
+#   1.01); BERT-Tiny 0.83-0.93x for a lone input of 8-128 tokens, 0.94-0.99x at 256-768 rows,
+#   1.00-1.04x from 1,024. The logits are the plain layers' to 3e-7 (the same MKL kernels).
 # A class not measured gets no copy (fp32 as PyTorch runs it). BERTKIT_FP32_PACKED_ROWS overrides.
 FP32_PACKED_ROWS_BY_CLASS = {"avx512-vnni": 768}
-# Only layers at least this wide both ways (inputs and outputs) get the copy, and only inputs
-# of two rows or more run on it. Per layer on the VNNI Xeon (one thread, CPU clock, both
-# products warm), the packed copy's time over MKL's at 1 / 8-32 / 64-128 / 256-768 rows:
-# BERT-Tiny's and BERT-Mini's 128 x 128 and 256 x 256 layers 3.0-4.5 / 1.4-3.0 / 1.1-2.0 /
-# 0.96-1.10 (MKL reads a small weight fast; oneDNN's fixed cost per call stays), Mini's
-# 256 x 1024 about level (0.91-1.02 from 8 rows); from 512 x 512 up 1.2-2.0 at one row (MKL's
-# matrix-vector product), 0.38-0.95 at 8-64 rows (512 x 512 at 8: 1.09) and 0.78-1.04 at
-# 128-512 (BERT-Small's 512 x 2048, BERT-Base's 768 x 768 to 3072 x 768, 1024 x 1024). With
-# every BERT-Tiny layer packed, a lone SST-2 sentence took 2.4x the plain model's time.
-FP32_PACKED_MIN_WIDTH = 512
+# The row count the copy is packed for. MKL's packed format is made for one (m, n, k) and
+# PyTorch's own op uses a copy only at that m; on the VNNI Xeon one copy packed for 128 rows
+# gave the same answers (bit for bit from 16 rows) and about the same speed at 1-2,048 rows
+# as a copy packed for each row count. Since MKL does not promise it, every layer shape is
+# checked once per process before it is packed (:func:`_packing_answers_alike`).
+FP32_PACK_ROWS = 128
 
 
 def fp32_packed_rows() -> int:
-    """Rows up to which an fp32 linear layer of a loaded model runs on its oneDNN-packed copy
+    """Rows up to which an fp32 linear layer of a loaded model runs on its MKL-packed copy
     on this CPU: ``BERTKIT_FP32_PACKED_ROWS``, else its class's measured threshold (0: none)."""
     return _rows_threshold("BERTKIT_FP32_PACKED_ROWS", FP32_PACKED_ROWS_BY_CLASS)
 
@@ -337,23 +335,25 @@ class PackedLinear(nn.Module):
 
 class Fp32PackedLinear(nn.Linear):
     """An fp32 ``nn.Linear`` (its own weight and bias, saved and read as usual) that runs an
-    input of 2 to ``rows`` rows, in inference mode, on a copy of its weight reordered once
-    into oneDNN's blocked layout (as :class:`PackedLinear` does for bf16): at a few rows
-    PyTorch's own fp32 product (MKL sgemm) takes up to twice the time (:func:`fp32_packed_rows`).
-    Any other call (more rows, gradients, another dtype) runs the plain product. The copy is
-    made once: for a loaded model that is not trained further (:func:`pack_fp32`)."""
+    input of 2 to ``rows`` rows, in inference mode, on a copy of its weight packed once for
+    MKL's sgemm (``cblas_sgemm_pack``, through ``torch.ops.mkl``): PyTorch's own fp32 product is
+    the same MKL sgemm, but it packs the weight again at every call, which at a few rows is
+    most of the work (:func:`fp32_packed_rows`). Any other call (more rows, one row, gradients,
+    another dtype) runs the plain product. The copy is made once, for a loaded model that is
+    not trained further (:func:`pack_fp32`), and never copied (MKL's packed buffer must stay
+    at its address: a deep copy packs again)."""
 
     def __init__(self, linear: nn.Linear, rows: int):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.rows = rows
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), None)
+        self.packed = torch.ops.mkl._mkl_reorder_linear_weight(linear.weight.detach(), FP32_PACK_ROWS)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (x.dtype is torch.float32 and torch.is_inference_mode_enabled()
                 and self.in_features < x.numel() <= self.rows * self.in_features):  # 2 to rows rows
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+            return _packed_product(x, self.packed, self.weight, self.bias)
         return nn.functional.linear(x, self.weight, self.bias)
 
     def __deepcopy__(self, memo):
@@ -364,22 +364,55 @@ class Fp32PackedLinear(nn.Linear):
         return _plain_linear(self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, fp32 packed for oneDNN up to {self.rows} rows"
+        return f"{super().extra_repr()}, fp32 packed for MKL up to {self.rows} rows"
+
+
+def _packed_product(x: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor,
+                    bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias`` on ``packed`` (``weight`` packed by MKL), for ``x`` of any rows."""
+    rows = x.numel() // x.shape[-1]  # the op takes the packed copy only at the rows it is told
+    return torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+
+
+@functools.cache
+def can_pack_fp32() -> bool:
+    """Does this PyTorch run fp32 products on weights packed by MKL (an x86 build with MKL)?"""
+    mkl = torch.backends.mkl.is_available()
+    return mkl and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight") and hasattr(torch.ops.mkl, "_mkl_linear")
+
+
+@functools.cache
+def _packing_answers_alike(in_features: int, out_features: int) -> bool:
+    """Whether a weight of this shape packed for :data:`FP32_PACK_ROWS` rows gives the plain
+    product's answers (to rounding) at other row counts on this machine: checked once per
+    shape and process at 2, 3, 17 and 301 rows on a random weight (MKL documents a packed
+    copy for the row count it was packed for only)."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=generator) / in_features ** 0.5
+    bias = torch.randn(out_features, generator=generator)
+    packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, FP32_PACK_ROWS)
+    with torch.inference_mode():
+        for rows in (2, 3, 17, 301):
+            x = torch.randn(rows, in_features, generator=generator)
+            got = _packed_product(x, packed, weight, bias)
+            if not torch.allclose(got, nn.functional.linear(x, weight, bias), rtol=1e-5, atol=1e-5):
+                return False
+    return True
 
 
 def pack_fp32(model: nn.Module) -> nn.Module:
-    """``model`` (fp32, on the CPU, loaded for inference) with its linear layers of at least
-    :data:`FP32_PACKED_MIN_WIDTH` inputs and outputs (not the masked-LM decoder) as
-    :class:`Fp32PackedLinear`, in place, where this CPU class has a measured threshold
-    (:func:`fp32_packed_rows`) and oneDNN runs; else unchanged (a BERT-Tiny or BERT-Mini model
-    entirely). The answers move by rounding only (BERT-Base logits within 1.1e-6)."""
+    """``model`` (fp32, on the CPU, loaded for inference) with its fp32 linear layers (not the
+    masked-LM decoder) as :class:`Fp32PackedLinear`, in place, where this CPU class has a
+    measured threshold (:func:`fp32_packed_rows`) and this PyTorch has MKL
+    (:func:`can_pack_fp32`); a layer whose shape does not pack alike here
+    (:func:`_packing_answers_alike`) stays plain. The answers move by rounding only (BERT-Base
+    logits within 3e-7 of the plain layers')."""
     rows = fp32_packed_rows()
-    if rows <= 0 or not _on_cpu(model) or not torch.backends.mkldnn.is_available():
+    if rows <= 0 or not _on_cpu(model) or not can_pack_fp32():
         return model
     for name in _quantisable(model):
         layer = model.get_submodule(name)
-        if (layer.weight.dtype is torch.float32
-                and min(layer.in_features, layer.out_features) >= FP32_PACKED_MIN_WIDTH):
+        if layer.weight.dtype is torch.float32 and _packing_answers_alike(layer.in_features, layer.out_features):
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, Fp32PackedLinear(layer, rows))
     return model
