@@ -53,8 +53,9 @@ PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 layers 
 # is as fast or faster (INT8: static INT8 leads OpenVINO's), or where nothing was measured,
 # --runtime auto stays on PyTorch. The Intel Xeon with VNNI only (avx512-vnni) was measured and
 # has no pair: OpenVINO's fp32 was 1.27-1.39x bertkit's on a lone 1 x 128 input (1.12x once fp32
-# layers were packed for few rows) but 0.68-0.96x on SST-2 batches, and static INT8 is level or
-# ahead (0.99-1.18x, one thread; 2026-11-26).
+# layers were packed for oneDNN, 0.98x once packed for MKL's sgemm, and 1.06-1.12x at 1 x 16-32;
+# 2026-11-27) but 0.68-0.96x on SST-2 batches, and static INT8 is level or ahead (0.99-1.18x,
+# one thread; 2026-11-26); an fp32 answer on OpenVINO also moves by ~1e-3.
 MEASURED_FASTER: set[tuple[str, str]] = {("amx", "bf16")}
 
 
