@@ -303,7 +303,7 @@ def test_a_layer_shape_packs_only_where_its_packed_product_answers_alike(monkeyp
 
     monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "768")
     shapes = [(768, 3072), (3072, 768), (128, 128), (128, 2)]
-    assert all(int8._packing_answers_alike(i, o) for i, o in shapes)  # MKL on this machine
+    assert all(int8._packing_answers_alike(i, o, torch.get_num_threads()) for i, o in shapes)  # MKL here
     model = torch.nn.Sequential(*(torch.nn.Linear(i, o) for i, o in shapes))
     pack_fp32(model)
     assert all(isinstance(m, Fp32PackedLinear) for m in model)
@@ -314,6 +314,28 @@ def test_a_layer_shape_packs_only_where_its_packed_product_answers_alike(monkeyp
     model = torch.nn.Sequential(torch.nn.Linear(64, 32))
     pack_fp32(model)
     assert not isinstance(model[0], Fp32PackedLinear)
+
+
+def test_a_packed_fp32_layer_packs_again_when_the_thread_count_changes(monkeypatch):
+    """MKL's packed copy follows the thread count it was packed under (one packed on one
+    thread ran slower than the plain product on two): a layer made under one count and run
+    under another packs its copy again, once, and answers as the plain product."""
+    from bertkit.cpu import torch_threads
+    from bertkit.modeldir.int8 import Fp32PackedLinear
+
+    linear = torch.nn.Linear(48, 32)
+    with torch_threads(1):
+        layer = Fp32PackedLinear(linear, rows=64)
+        first = layer.packed
+        assert layer.packed_threads == 1 and first is not None
+    x = torch.randn(7, 48)
+    with torch_threads(2), torch.inference_mode():
+        got = layer(x)
+        assert layer.packed_threads == 2 and layer.packed is not first
+        again = layer.packed
+        layer(x)
+        assert layer.packed is again  # packed once per change, not per call
+    assert torch.allclose(got, torch.nn.functional.linear(x, linear.weight, linear.bias), atol=1e-5)
 
 
 def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path, monkeypatch):

@@ -105,7 +105,7 @@ FP32_PACKED_ROWS_BY_CLASS = {"avx512-vnni": 768}
 # PyTorch's own op uses a copy only at that m; on the VNNI Xeon one copy packed for 128 rows
 # gave the same answers (bit for bit from 16 rows) and about the same speed at 1-2,048 rows
 # as a copy packed for each row count. Since MKL does not promise it, every layer shape is
-# checked once per process before it is packed (:func:`_packing_answers_alike`).
+# checked once per process and thread count before it is packed (:func:`_packing_answers_alike`).
 FP32_PACK_ROWS = 128
 
 
@@ -339,21 +339,38 @@ class Fp32PackedLinear(nn.Linear):
     MKL's sgemm (``cblas_sgemm_pack``, through ``torch.ops.mkl``): PyTorch's own fp32 product is
     the same MKL sgemm, but it packs the weight again at every call, which at a few rows is
     most of the work (:func:`fp32_packed_rows`). Any other call (more rows, one row, gradients,
-    another dtype) runs the plain product. The copy is made once, for a loaded model that is
-    not trained further (:func:`pack_fp32`), and never copied (MKL's packed buffer must stay
-    at its address: a deep copy packs again)."""
+    another dtype) runs the plain product. The copy is made for a loaded model that is not
+    trained further (:func:`pack_fp32`), and made again when torch's thread count changes: a
+    copy packed on one thread ran 1.2-1.7x slower than the plain product on two (VNNI Xeon,
+    BERT-Base's layers, 16-128 rows), one packed on two threads as fast on one as one packed
+    there. It is never copied (MKL's packed buffer must stay at its address: a deep copy packs
+    again)."""
 
     def __init__(self, linear: nn.Linear, rows: int):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.rows = rows
-        self.packed = torch.ops.mkl._mkl_reorder_linear_weight(linear.weight.detach(), FP32_PACK_ROWS)
+        self.packed, self.packed_threads = None, 0
+        self.packed_for(torch.get_num_threads())
+
+    def packed_for(self, threads: int) -> torch.Tensor | None:
+        """The copy packed under ``threads`` (torch's thread count now), packing it if the
+        copy was packed under another count; ``None`` where this shape does not pack alike
+        under that count (:func:`_packing_answers_alike`)."""
+        if threads != self.packed_threads:
+            alike = _packing_answers_alike(self.in_features, self.out_features, threads)
+            self.packed = (torch.ops.mkl._mkl_reorder_linear_weight(self.weight.detach(), FP32_PACK_ROWS)
+                           if alike else None)
+            self.packed_threads = threads
+        return self.packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (x.dtype is torch.float32 and torch.is_inference_mode_enabled()
                 and self.in_features < x.numel() <= self.rows * self.in_features):  # 2 to rows rows
-            return _packed_product(x, self.packed, self.weight, self.bias)
+            packed = self.packed_for(torch.get_num_threads())
+            if packed is not None:
+                return _packed_product(x, packed, self.weight, self.bias)
         return nn.functional.linear(x, self.weight, self.bias)
 
     def __deepcopy__(self, memo):
@@ -382,11 +399,12 @@ def can_pack_fp32() -> bool:
 
 
 @functools.cache
-def _packing_answers_alike(in_features: int, out_features: int) -> bool:
-    """Whether a weight of this shape packed for :data:`FP32_PACK_ROWS` rows gives the plain
-    product's answers (to rounding) at other row counts on this machine: checked once per
-    shape and process at 2, 3, 17 and 301 rows on a random weight (MKL documents a packed
-    copy for the row count it was packed for only)."""
+def _packing_answers_alike(in_features: int, out_features: int, threads: int) -> bool:
+    """Whether a weight of this shape packed for :data:`FP32_PACK_ROWS` rows under torch's
+    thread count now (``threads``, the cache's key) gives the plain product's answers (to
+    rounding) at other row counts on this machine: checked once per shape, thread count and
+    process at 2, 3, 17 and 301 rows on a random weight (MKL documents a packed copy for the
+    row count it was packed for only)."""
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=generator) / in_features ** 0.5
     bias = torch.randn(out_features, generator=generator)
@@ -412,7 +430,8 @@ def pack_fp32(model: nn.Module) -> nn.Module:
         return model
     for name in _quantisable(model):
         layer = model.get_submodule(name)
-        if layer.weight.dtype is torch.float32 and _packing_answers_alike(layer.in_features, layer.out_features):
+        if (layer.weight.dtype is torch.float32
+                and _packing_answers_alike(layer.in_features, layer.out_features, torch.get_num_threads())):
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, Fp32PackedLinear(layer, rows))
     return model
