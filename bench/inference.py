@@ -398,6 +398,8 @@ def precision_runners(model, directory, names, tmp, calibration=None):
             from bertkit.inference import compiled
 
             prepared = prepare(copy.deepcopy(model), precision)
+            if precision == "fp32":  # as load() does before compiling: the packed layers stay packed
+                pack_fp32(prepared)
             start = time.perf_counter()
             compiled.compile_encoder(prepared)
             compiled.warm_up(prepared, precision)

@@ -76,3 +76,33 @@ def test_a_compiled_engine_answers_as_the_eager_one(make_mlm_dir, monkeypatch):
     got, want = (b.fill_mask("the man went to the [MASK] .")[0] for b in (fast, eager))
     assert [r["token"] for r in got] == [r["token"] for r in want]
     np.testing.assert_allclose([r["score"] for r in got], [r["score"] for r in want], atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(compiled.cxx_compiler() is None, reason="no C++ compiler for inductor")
+def test_compiling_keeps_the_fp32_layers_packed_for_mkl(make_mlm_dir, monkeypatch):
+    """Where fp32 layers are packed for MKL (the VNNI class), the compiled graph runs them as
+    one operator each on their packed copy (inductor would run them unpacked under dynamic
+    shapes), with the eager engine's answers; a length not seen before compiles nothing new."""
+    from bertkit.modeldir import int8
+
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-vnni")
+    if not int8.can_pack_fp32():
+        pytest.skip("this PyTorch has no MKL to pack fp32 weights for")
+    directory = make_mlm_dir(32)
+    eager = load(directory, precision="fp32", compile="off")
+    fast = load(directory, precision="fp32", compile="on")
+    packed = [m for m in fast.model.modules() if isinstance(m, int8.Fp32PackedLinear)]
+    assert packed and compiled.is_compiled(fast.model)
+    import torch._dynamo
+
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]  # both forms, built by load()
+    calls = []
+    real = int8._packed_product
+    monkeypatch.setattr(int8, "_packed_product", lambda *a: calls.append(1) or real(*a))
+    texts = ["the man went to the store", "hello", "he is good , she is bad . the day was good"]
+    for batch in (texts, texts[:1], ["the day was good and the man went to the store"]):
+        np.testing.assert_allclose(fast.embed(batch, pool="mean"), eager.embed(batch, pool="mean"),
+                                   atol=1e-5)
+    assert calls, "the compiled graph did not run the packed copies"
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no length compiled anew

@@ -94,13 +94,16 @@ def _blocker(precision: str, on_cpu: bool, model) -> str | None:
 
 def compile_encoder(model) -> None:
     """Route ``model``'s encoder (:meth:`encoder_model`) through ``torch.compile``, in place
-    (bf16 layers packed by :func:`bertkit.modeldir.int8.half_linears` become plain again):
-    its plain forward pass (input ids, token types, attention mask) is compiled with dynamic
-    shapes and frozen weights; a call asking for hidden states or attentions, or with
-    gradients on, runs eagerly."""
+    (bf16 layers packed by :func:`bertkit.modeldir.int8.half_linears` become plain again;
+    fp32 layers packed for MKL stay packed, one operator each in the graph:
+    :func:`bertkit.modeldir.int8.fp32_packed_linear`): its plain forward pass (input ids,
+    token types, attention mask) is compiled with dynamic shapes and frozen weights; a call
+    asking for hidden states or attentions, or with gradients on, runs eagerly."""
     from bertkit.modeldir.int8 import unpack_linears
 
-    unpack_linears(model)  # inductor's freezing packs plain layers itself
+    # inductor's freezing packs bf16 layers itself, for any row count; fp32 ones only for a
+    # fixed count, so under dynamic shapes they would run unpacked
+    unpack_linears(model, fp32=False)
     encoder = model.encoder_model()
     eager = encoder.forward
     compiled = torch.compile(eager, dynamic=True, options=INDUCTOR_OPTIONS)
@@ -109,7 +112,9 @@ def compile_encoder(model) -> None:
                 output_attentions=False):
         if output_hidden_states or output_attentions or torch.is_grad_enabled():
             return eager(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        return compiled(input_ids, token_type_ids, attention_mask)
+        # ordinary tensors, as the graphs were built on (example_inputs): embed's batches
+        # are made in inference mode, and each door's first call compiled its forms again
+        return compiled(*(None if x is None else ordinary(x) for x in (input_ids, token_type_ids, attention_mask)))
 
     encoder.forward = forward
     model.bertkit_compiled = True
