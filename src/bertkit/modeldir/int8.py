@@ -410,8 +410,8 @@ def fp32_packed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     ``torch.compile`` traces an :class:`Fp32PackedLinear` to this instead of its plain product:
     inductor packs an fp32 weight itself only for a fixed row count, so with the compiled
     route's dynamic shapes its products were plain sgemm, which repacks the weight at every
-    call (BERT-Base 1 x 16 on the VNNI Xeon: 103 ms compiled against 57 eager; 55 with this
-    operator). ``weight`` and ``bias`` are the layer's own, passed so that the graph keeps them."""
+    call (BERT-Base 1 x 16 on the VNNI Xeon: 94-103 ms compiled against 57 eager; 55-57 with
+    this operator). ``weight`` and ``bias`` are the layer's own, passed so that the graph keeps them."""
     return _PACKED_LAYERS[layer].product(x)
 
 
