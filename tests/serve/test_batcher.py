@@ -122,6 +122,33 @@ def test_a_short_request_waits_a_batch_or_two_not_behind_every_row_of_a_long_one
     assert len(keys) == 10 and keys.index(("short",)) <= 3
 
 
+def test_a_short_request_goes_before_long_requests_queued_ahead_of_it():
+    async def scenario():
+        record = Recorder()
+        batcher = ContinuousBatcher(record, max_batch_tokens=1000, max_batch_size=4, max_queue=100)
+        blocker = asyncio.ensure_future(batcher.run([plan(1, key=("other",))]))
+        while not record.entered.is_set():
+            await asyncio.sleep(0.001)
+        longs = []
+        for n in range(3):  # three clients' 8-row requests, none begun
+            longs.append(asyncio.ensure_future(batcher.run([plan(5) for _ in range(8)])))
+            while batcher.queued < 8 * (n + 1):
+                await asyncio.sleep(0.001)
+        short = asyncio.ensure_future(batcher.run([plan(2, key=("short",))]))
+        while batcher.queued < 25:
+            await asyncio.sleep(0.001)
+        record.release.set()
+        await asyncio.gather(blocker, *longs, short)
+        await asyncio.to_thread(batcher.close)
+        return [key for key, _ in record.batches]
+
+    keys = asyncio.run(scenario())
+    # the first fair turn (the batch after the blocker) goes to the request with the fewest rows
+    # queued. Ranking rows by their place in their request instead put every long request's
+    # first row (rank 0, older) before the short one: it ran eighth, after three rounds of them
+    assert len(keys) == 8 and keys.index(("short",)) == 1
+
+
 def test_two_workers_put_a_second_batch_in_only_once_it_is_as_large():
     """``workers=2`` (the model in its own process): while a batch of 3 rows runs, 2 queued
     rows wait; once 3 are queued they go in beside it."""

@@ -208,10 +208,12 @@ def test_short_requests_are_answered_in_their_time_while_big_answers_are_flooded
         for thread in threads:
             thread.join()
     # twelve clients keep 64-input requests queued: a short request waits a forward pass or two,
-    # not behind them. When the batcher's fair turn ranked requests by rows already run, every
-    # newly arrived big request (at rank 0) went first and the short one took 8.6-9.7x a big
-    # request's own time (2026-11-26, a busy 2-core machine); now about 1x
-    assert during < max(1.5 * alone, 10 * baseline)
+    # not behind them (about 1x a big request's own time on a quiet machine; 1.8x once in CI on
+    # a busy 2-core one, where the twelve clients share the server's cores and GIL). The order
+    # itself is tested exactly in test_batcher (a short request goes before long ones queued
+    # ahead of it); this bound keeps the end-to-end path from starving it, as the batcher that
+    # ranked rows by their place in their request did (8.6-9.7x, 2026-11-26)
+    assert during < max(5 * alone, 10 * baseline)
 
 
 def test_connections_over_the_limit_are_refused_in_json_and_the_open_ones_served(classifier):
