@@ -55,7 +55,9 @@ PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 layers 
 # has no pair: OpenVINO's fp32 was 1.27-1.39x bertkit's on a lone 1 x 128 input (1.12x once fp32
 # layers were packed for oneDNN, 0.98x once packed for MKL's sgemm, and 1.06-1.12x at 1 x 16-32;
 # 2026-11-27) but 0.68-0.96x on SST-2 batches, and static INT8 is level or ahead (0.99-1.18x,
-# one thread; 2026-11-26); an fp32 answer on OpenVINO also moves by ~1e-3.
+# one thread; 2026-11-26); behind the server (BERT-Base-sized fp32, two runs) OpenVINO answered
+# a lone request 1.03-1.06x as fast but 0.51-0.58x the requests at concurrency 32; an fp32 answer
+# on OpenVINO also moves by ~1e-3.
 MEASURED_FASTER: set[tuple[str, str]] = {("amx", "bf16")}
 
 
