@@ -106,3 +106,63 @@ def test_compiling_keeps_the_fp32_layers_packed_for_mkl(make_mlm_dir, monkeypatc
                                    atol=1e-5)
     assert calls, "the compiled graph did not run the packed copies"
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no length compiled anew
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(compiled.cxx_compiler() is None, reason="no C++ compiler for inductor")
+def test_a_background_build_answers_eagerly_until_the_graphs_are_built(make_mlm_dir, monkeypatch):
+    """``warm_up(background=True)`` (what ``serve`` does) returns at once; the eager forward
+    answers while the graphs build, the graphs afterwards, with the same answers."""
+    import threading
+
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx2")
+    directory = make_mlm_dir(32)
+    eager = load(directory, precision="fp32")
+    fast = load(directory, precision="fp32", compile="on", warm_up=False)
+    state = fast.model.bertkit_compiled
+    entered, release = threading.Event(), threading.Event()
+    build = compiled._build
+
+    def held(*args):  # the build waits until the test has asked a question meanwhile
+        entered.set()
+        assert release.wait(60)
+        build(*args)
+
+    monkeypatch.setattr(compiled, "_build", held)
+    graph_calls = []
+    monkeypatch.setattr(state, "compiled", lambda *a, _real=state.compiled: graph_calls.append(1) or _real(*a))
+    fast.warm_up(background=True)
+    assert entered.wait(60) and fast.compiling and "compiling in the background" in fast.compile_reason
+    texts = ["the man went to the store", "hello"]
+    want = eager.embed(texts, pool="mean")
+    np.testing.assert_allclose(fast.embed(texts, pool="mean"), want, atol=1e-5)
+    assert not graph_calls  # answered eagerly
+    release.set()
+    assert state.ready.wait(300) and state.error is None and not fast.compiling
+    built = len(graph_calls)  # the two warm-up calls
+    np.testing.assert_allclose(fast.embed(texts, pool="mean"), want, atol=1e-5)
+    assert len(graph_calls) > built  # now the graphs answer
+    assert "compiled in" in compiled.describe(fast.model)
+
+
+def test_a_failed_background_build_leaves_the_eager_forward_answering(make_mlm_dir, monkeypatch, capsys):
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx2")
+    monkeypatch.setattr(compiled, "cxx_compiler", lambda: "/usr/bin/g++")
+    directory = make_mlm_dir(32)
+    fast = load(directory, precision="fp32", compile="on", warm_up=False)
+
+    def broken(*args):
+        raise RuntimeError("no space left on device")
+
+    monkeypatch.setattr(compiled, "_build", broken)
+    fast.warm_up(background=True)
+    state = fast.model.bertkit_compiled
+    assert state.ready.wait(60) and not fast.compiling
+    assert "no space left on device" in capsys.readouterr().err
+    assert "compiling failed" in compiled.describe(fast.model)
+    calls = []
+    monkeypatch.setattr(state, "compiled", lambda *a: calls.append(1))
+    texts = ["the man went to the store", "hello"]
+    np.testing.assert_allclose(fast.embed(texts, pool="mean"), load(directory, precision="fp32").embed(texts, pool="mean"),
+                               atol=1e-6)
+    assert not calls

@@ -7,8 +7,11 @@ they are about 70% of a BERT-Base bf16 forward pass there (``bench/profile_route
 the gain is bounded: on the 2-core Intel Xeon with AMX, one thread, other jobs running, the
 compiled bf16 route ran at a median 1.03x / 1.08x / 1.00x / 1.01x the eager bf16 route at
 1 x 128, 8 x 128, 32 x 128 and 32 x 24 (6 interleaved rounds each), and 1.04x / 1.05x /
-0.97x / 1.04x on the quiet machine; compiling BERT-Base took 22-85 s, once per process (frozen
-graphs bypass inductor's on-disk cache). That is not a clear win, so ``auto`` compiles nowhere yet
+0.97x / 1.04x on the quiet machine; compiling BERT-Base took 22-85 s, once per process
+(inductor's on-disk cache of the generated code saves about a third of it on a second start:
+on the VNNI Xeon 61-63 s cold, 36-41 s warm; the tracing and freezing are done again). A
+server does not wait for it: :func:`warm_up` ``background=True`` builds the graphs in a thread
+of its own while the eager forward answers. That is not a clear win, so ``auto`` compiles nowhere yet
 (:data:`MEASURED_FASTER` is empty); ``on`` is there for long batch jobs and for measuring
 (docs/serving-results.md, "The compiled route").
 
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
+import time
 
 import torch
 
@@ -106,39 +111,102 @@ def compile_encoder(model) -> None:
     unpack_linears(model, fp32=False)
     encoder = model.encoder_model()
     eager = encoder.forward
-    compiled = torch.compile(eager, dynamic=True, options=INDUCTOR_OPTIONS)
+    state = _State(torch.compile(eager, dynamic=True, options=INDUCTOR_OPTIONS))
 
     def forward(input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
-        if output_hidden_states or output_attentions or torch.is_grad_enabled():
+        if output_hidden_states or output_attentions or torch.is_grad_enabled() or state.building():
             return eager(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         # ordinary tensors, as the graphs were built on (example_inputs): embed's batches
         # are made in inference mode, and each door's first call compiled its forms again
-        return compiled(*(None if x is None else ordinary(x) for x in (input_ids, token_type_ids, attention_mask)))
+        return state.compiled(*(None if x is None else ordinary(x) for x in (input_ids, token_type_ids, attention_mask)))
 
     encoder.forward = forward
-    model.bertkit_compiled = True
+    model.bertkit_compiled = state
+
+
+class _State:
+    """A compiled model's graphs: built at the first calls, or by :func:`warm_up` (in the
+    background: the eager forward answers until both are built, or for good if that fails)."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled  # the graphs' entry: ids, token types, mask
+        self.started = False  # a background build was started
+        self.ready = threading.Event()  # ... and has ended, built or failed
+        self.seconds = 0.0
+        self.error: str | None = None
+
+    def building(self) -> bool:
+        return self.started and not self.ready.is_set() or self.error is not None
 
 
 def is_compiled(model) -> bool:
     return bool(getattr(model, "bertkit_compiled", False))
 
 
-def warm_up(model, precision: str, device: torch.device | str = "cpu", length: int = 16) -> None:
-    """Compile both graphs (one input, several) now rather than at the first requests (static
-    INT8's two forms: :func:`bertkit.inference.static_int8.warm_up`)."""
-    from bertkit.precision import autocast
+def compiling(model) -> bool:
+    """Whether ``model``'s graphs are being built in the background (its eager forward
+    answers meanwhile); False for a model not compiled, or whose graphs are built."""
+    state = getattr(model, "bertkit_compiled", None)
+    return isinstance(state, _State) and state.started and not state.ready.is_set()
 
+
+def describe(model) -> str | None:
+    """Where a background build of ``model``'s graphs stands, for the server's line; None if
+    none was started."""
+    state = getattr(model, "bertkit_compiled", None)
+    if not isinstance(state, _State) or not state.started:
+        return None
+    if not state.ready.is_set():
+        return "compiling in the background (the eager forward answers meanwhile)"
+    if state.error is not None:
+        return f"compiling failed ({state.error}): the eager forward answers"
+    return f"compiled in {state.seconds:.0f} s"
+
+
+def warm_up(model, precision: str, device: torch.device | str = "cpu", length: int = 16,
+            background: bool = False) -> None:
+    """Compile both graphs (one input, several) now rather than at the first requests (static
+    INT8's two forms: :func:`bertkit.inference.static_int8.warm_up`). ``background``: in a
+    thread of its own, at this thread's thread count; this returns at once and the eager
+    forward answers until both graphs are built (:func:`compiling`), or for good where
+    building fails (said on stderr): a server answers in seconds instead of after the build
+    (14-41 s warm, 33-62 s cold for BERT-Tiny and BERT-Base on the 2-core VNNI Xeon)."""
     route = getattr(model, "bertkit_static_int8_route", None)
     if route is not None:
         route.warm_up()
         return
+    if not background:
+        _build(model, precision, device, length)
+        return
+    state = model.bertkit_compiled
+    if state.started:
+        return
+    state.started = True
+    threads = torch.get_num_threads()
 
-    encoder = model.encoder_model()
+    def build():
+        torch.set_num_threads(threads)  # a new thread starts with the default count
+        started = time.perf_counter()
+        try:
+            _build(model, precision, device, length)
+        except Exception as e:  # the eager forward goes on answering: said, not fatal
+            state.error = f"{type(e).__name__}: {e}"
+            print(f"bertkit: compiling the encoder failed ({state.error}); the eager forward answers",
+                  file=sys.stderr, flush=True)
+        state.seconds = time.perf_counter() - started
+        state.ready.set()
+
+    threading.Thread(target=build, name="bertkit-compile-graphs", daemon=True).start()
+
+
+def _build(model, precision: str, device, length: int) -> None:
+    from bertkit.precision import autocast
+
     for batch in (2, 1):
         inputs = example_inputs(batch, length, model.config.vocab_size, device)
         with TRACING, torch.inference_mode(), autocast(precision, device):
-            encoder(*inputs)
+            model.bertkit_compiled.compiled(*inputs)
 
 
 def example_inputs(batch: int, length: int, vocab_size: int, device: torch.device | str = "cpu") -> tuple:

@@ -157,22 +157,27 @@ class BertInference(TaskInference):
     def warm_up(self, background: bool = False) -> None:
         """Build the compiled graphs now (one input, several), not at the first requests; in
         the thread whose thread count the kernels should use. ``background``: static INT8's
-        batch graph compiles in a thread of its own (:func:`bertkit.inference.static_int8.warm_up`)."""
+        batch graph (:func:`bertkit.inference.static_int8.warm_up`), or the compiled route's
+        graphs (:func:`bertkit.inference.compiled.warm_up`), compile in a thread of their own
+        while a slower form answers."""
         if getattr(self.model, "bertkit_static_int8", False):
             from bertkit.inference import static_int8
 
             static_int8.warm_up(self.model, background)
             self.compile_reason = static_int8.describe(self.model)
         elif compiled.is_compiled(self.model):
-            compiled.warm_up(self.model, self.precision, self.device)
+            compiled.warm_up(self.model, self.precision, self.device, background=background)
+            if background:
+                self.compile_reason = f"{self.compile_reason}, {compiled.describe(self.model)}"
 
     @property
     def compiling(self) -> bool:
         """Whether a compiled form is still being built in the background (``warm_up(background=True)``:
-        static INT8's batch graph); answers meanwhile come from a slower form."""
+        static INT8's batch graph, the compiled route's graphs); answers meanwhile come from a
+        slower form."""
         from bertkit.inference import static_int8
 
-        return static_int8.compiling(self.model)
+        return static_int8.compiling(self.model) or compiled.compiling(self.model)
 
     @property
     def default_pooling(self) -> str:

@@ -38,8 +38,9 @@ class ServeConfig:
     precision: str = option(INFERENCE_DEFAULT, f"fp32, bf16/fp16 autocast, int8 dynamic quantisation "
                                                f"(CPU), or {PRECISION_HELP}; the default of every "
                                                "inference door", choices=INFERENCE_PRECISIONS)
-    compile: str = option("auto", f"{COMPILE_HELP}; compiled graphs are built before the "
-                                  "server listens (BERT-Base: about a minute)", choices=COMPILE_MODES)
+    compile: str = option("auto", f"{COMPILE_HELP}; the server answers at once on the eager model "
+                                  "while the graphs build in the background (BERT-Base: about a minute; "
+                                  "/info says compiling)", choices=COMPILE_MODES)
     device: str = option("cpu", "cpu or cuda")
     runtime: str = option("torch", "torch (bertkit's PyTorch engine), openvino (pip install "
                                    "'bertkit[openvino]'; CPU; the task-head routes run on OpenVINO at "
