@@ -33,6 +33,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -183,21 +184,39 @@ def warm_up(model, precision: str, device: torch.device | str = "cpu", length: i
     if state.started:
         return
     state.started = True
-    threads = torch.get_num_threads()
+    started = time.perf_counter()
 
-    def build():
-        torch.set_num_threads(threads)  # a new thread starts with the default count
-        started = time.perf_counter()
-        try:
-            _build(model, precision, device, length)
-        except Exception as e:  # the eager forward goes on answering: said, not fatal
-            state.error = f"{type(e).__name__}: {e}"
-            print(f"bertkit: compiling the encoder failed ({state.error}); the eager forward answers",
-                  file=sys.stderr, flush=True)
+    def failed(why: str) -> None:
+        state.error = why
+        print(f"bertkit: compiling the encoder failed ({why}); the eager forward answers", file=sys.stderr,
+              flush=True)
+
+    def done() -> None:
         state.seconds = time.perf_counter() - started
         state.ready.set()
 
-    threading.Thread(target=build, name="bertkit-compile-graphs", daemon=True).start()
+    in_background(lambda: _build(model, precision, device, length), failed, "bertkit-compile-graphs", done)
+
+
+def in_background(work: Callable[[], None], failed: Callable[[str], None], name: str,
+                  done: Callable[[], None] | None = None) -> None:
+    """Run ``work`` in a daemon thread of its own at this thread's torch thread count (the
+    count compiled kernels are built for; a new thread starts with the default one); an
+    exception is given to ``failed`` as ``"Type: message"`` (a slower form goes on answering,
+    so a failed build is said, never fatal); then ``done``, either way."""
+    threads = torch.get_num_threads()
+
+    def run():
+        torch.set_num_threads(threads)
+        try:
+            work()
+        except Exception as e:  # noqa: BLE001  (whatever the compiler raises, the caller says it)
+            failed(f"{type(e).__name__}: {e}")
+        finally:
+            if done is not None:
+                done()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
 
 
 def _build(model, precision: str, device, length: int) -> None:

@@ -56,7 +56,7 @@ from bertkit import cpu
 from bertkit.errors import BertkitError
 from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded_batches
 from bertkit.inference.compiled import TRACING as _TRACING
-from bertkit.inference.compiled import example_inputs
+from bertkit.inference.compiled import example_inputs, in_background
 from bertkit.inference.compiled import ordinary as _ordinary
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
@@ -290,20 +290,15 @@ class _Route:
         # traces, so it must not run beside requests: here, before the server answers any;
         # only the compilation of the exported graph goes to the background
         self.graph()
-        threads = torch.get_num_threads()
         if not self._claim_batches():
             return
 
-        def build():
-            torch.set_num_threads(threads)  # a new thread starts with the default count
-            try:
-                self._compile_batches()
-            except Exception as e:  # the package goes on answering batches: said, not fatal
-                self.batches_error = f"{type(e).__name__}: {e}"
-                print(f"bertkit: static INT8: compiling the batch graph failed ({self.batches_error}); "
-                      "batches run on the package", file=sys.stderr, flush=True)
+        def failed(why: str) -> None:  # the package goes on answering batches
+            self.batches_error = why
+            print(f"bertkit: static INT8: compiling the batch graph failed ({why}); batches run on the package",
+                  file=sys.stderr, flush=True)
 
-        threading.Thread(target=build, name="bertkit-static-int8-batches", daemon=True).start()
+        in_background(self._compile_batches, failed, "bertkit-static-int8-batches")
 
     def graph(self):
         """The quantised graph (export and calibration, once)."""
