@@ -507,7 +507,7 @@ def bench_precision_shape(shape: str, args, results, text_ids, calibration=None)
 
 def cpu_line() -> str:
     """The CPU's model name and the flags that decide INT8/bf16 speed."""
-    from bertkit.cpu import CPUINFO, cpu_bf16_support, cpu_has_vnni
+    from bertkit.cpu import CPUINFO, cpu_bf16_support, cpu_class, cpu_has_vnni
 
     try:
         info = CPUINFO.read_text(encoding="utf-8", errors="replace")
@@ -515,7 +515,7 @@ def cpu_line() -> str:
         info = ""
     model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
                  "unknown CPU")
-    return (f"{model}, {os.cpu_count()} logical CPUs, VNNI {'yes' if cpu_has_vnni() else 'no'}, "
+    return (f"{model}, {os.cpu_count()} logical CPUs, CPU class {cpu_class()}, VNNI {'yes' if cpu_has_vnni() else 'no'}, "
             f"native bf16 {'yes' if cpu_bf16_support().native else 'no'}")
 
 

@@ -1,6 +1,7 @@
 """The machine a bench figure was measured on, for the tables the bench scripts write.
 
-``describe() -> dict``: CPU model, logical cores, whether the CPU has native bf16
+``describe() -> dict``: CPU model, logical cores, bertkit's CPU class (``bertkit.cpu.cpu_class``:
+what ``auto`` decides from; ``BERTKIT_CPU_CLASS`` if set), whether the CPU has native bf16
 (``avx512_bf16`` / ``amx_bf16`` / Arm ``bf16``; elsewhere bf16 autocast is emulated) with
 bertkit's own reason, AVX-512 yes/no, the GPU where torch sees one (a run on a lent GPU machine
 would otherwise be described by its host CPU alone), torch version, the load average when asked. Native
@@ -47,14 +48,17 @@ def _gpu() -> str | None:
 
 
 def describe() -> dict:
-    """The machine: cpu, cores, native bf16 (and why), avx512, gpu, torch version, load average."""
+    """The machine: cpu, cores, CPU class, native bf16 (and why), avx512, gpu, torch version, load average."""
     import torch
+
+    from bertkit.cpu import cpu_class
 
     model, flags = _cpuinfo()
     bf16 = _bf16()
     return {
         "cpu": model,
         "cores": os.cpu_count(),
+        "cpu_class": cpu_class(),
         "native_bf16": bf16.native,
         "bf16_reason": bf16.reason,
         "avx512_bf16": "avx512_bf16" in flags,
@@ -71,7 +75,7 @@ def markdown(info: dict) -> str:
     # a record appended by --append carries its time; one described on the spot has none
     when = f"at {info['time']}" if info.get("time") else "when the table was written"
     return "\n".join([
-        f"- CPU: {info['cpu']}, {info['cores']} logical cores; avx512f "
+        f"- CPU: {info['cpu']}, {info['cores']} logical cores, CPU class {info.get('cpu_class')}; avx512f "
         f"{'yes' if info['avx512f'] else 'no'}, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}",
         f"- bf16: {'native' if info['native_bf16'] else 'emulated or absent'} "
         f"({info['bf16_reason']})",
@@ -79,6 +83,12 @@ def markdown(info: dict) -> str:
         f"- torch {info['torch']}" + (f"; load average {when}: "
                                       f"{', '.join(f'{x:.2f}' for x in load)}" if load else ""),
     ])
+
+
+def line(info: dict) -> str:
+    """``info`` (from :func:`describe`) as one line, for a benchmark's output."""
+    return (f"machine: {info['cpu']}, {info['cores']} logical CPUs, CPU class {info.get('cpu_class')}, "
+            f"native bf16 {'yes' if info['native_bf16'] else 'no'}, torch {info['torch']}")
 
 
 def main(argv=None) -> int:

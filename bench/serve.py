@@ -458,6 +458,10 @@ def main(argv=None) -> int:
         print(f"model: {args.shape}-shaped SST-2 classifier, random weights ({args.model})", flush=True)
     with open(dev, encoding="utf-8") as f:
         sentences = [r["sentence"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    from machine import describe, line
+
+    machine = describe()
+    print(line(machine), flush=True)
     bert = load(args.model, precision="fp32")  # the reference answers: fp32 (auto is bf16 on a wide model)
     references = dict(zip(sentences, bert.predict(sentences)))
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -539,8 +543,9 @@ def main(argv=None) -> int:
                     print(f"{mine} / {baseline} at concurrency {c}: "
                           f"x{ours['rps'] / theirs['rps']:.2f} requests/s, p50 {ours['p50_ms']:.1f} vs "
                           f"{theirs['p50_ms']:.1f} ms")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    if args.json:  # each row names the machine it ran on
+        Path(args.json).write_text(json.dumps([dict(r, cpu_class=machine["cpu_class"], cpu=machine["cpu"])
+                                               for r in rows], indent=2) + "\n")
     return 0
 
 

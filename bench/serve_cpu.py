@@ -212,6 +212,9 @@ def build(server: str, args):
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from machine import describe, line
+
+    print(line(describe()), flush=True)
     if args.shape:
         import tempfile
 
