@@ -116,7 +116,7 @@ def compile_encoder(model) -> None:
 
     def forward(input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
-        if output_hidden_states or output_attentions or torch.is_grad_enabled() or state.building():
+        if output_hidden_states or output_attentions or torch.is_grad_enabled() or state.answers_eagerly():
             return eager(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         # ordinary tensors, as the graphs were built on (example_inputs): embed's batches
         # are made in inference mode, and each door's first call compiled its forms again
@@ -137,7 +137,8 @@ class _State:
         self.seconds = 0.0
         self.error: str | None = None
 
-    def building(self) -> bool:
+    def answers_eagerly(self) -> bool:
+        """Whether calls go to the eager forward: a background build is under way, or failed."""
         return self.started and not self.ready.is_set() or self.error is not None
 
 
