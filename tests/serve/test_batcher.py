@@ -98,51 +98,41 @@ def test_a_full_queue_and_a_request_that_never_fits():
     asyncio.run(scenario())
 
 
-def test_a_short_request_waits_a_batch_or_two_not_behind_every_row_of_a_long_one():
+def batches_behind_a_blocker(longs: list[int]) -> list[tuple]:
+    """The keys of the batches run (batches of at most 4 rows) when, while a one-row batch
+    runs, requests of ``longs`` rows each are queued in that order, then a one-row request."""
     async def scenario():
         record = Recorder()
         batcher = ContinuousBatcher(record, max_batch_tokens=1000, max_batch_size=4, max_queue=100)
         blocker = asyncio.ensure_future(batcher.run([plan(1, key=("other",))]))
         while not record.entered.is_set():
             await asyncio.sleep(0.001)
-        long = asyncio.ensure_future(batcher.run([plan(5) for _ in range(32)]))  # 8 batches of 4
-        while batcher.queued < 32:
-            await asyncio.sleep(0.001)
+        requests, queued = [], 0
+        for rows in longs:
+            requests.append(asyncio.ensure_future(batcher.run([plan(5) for _ in range(rows)])))
+            queued += rows
+            while batcher.queued < queued:
+                await asyncio.sleep(0.001)
         short = asyncio.ensure_future(batcher.run([plan(2, key=("short",))]))
-        while batcher.queued < 33:
+        while batcher.queued < queued + 1:
             await asyncio.sleep(0.001)
         record.release.set()
-        await asyncio.gather(blocker, long, short)
+        await asyncio.gather(blocker, *requests, short)
         await asyncio.to_thread(batcher.close)
         return [key for key, _ in record.batches]
 
-    keys = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_short_request_waits_a_batch_or_two_not_behind_every_row_of_a_long_one():
+    keys = batches_behind_a_blocker([32])  # 8 batches of 4
     # by turns the oldest row's batch and the least served request's: the short request runs
     # third or fourth (tied with the long one at rank 0, the older goes first), not last (tenth)
     assert len(keys) == 10 and keys.index(("short",)) <= 3
 
 
 def test_a_short_request_goes_before_long_requests_queued_ahead_of_it():
-    async def scenario():
-        record = Recorder()
-        batcher = ContinuousBatcher(record, max_batch_tokens=1000, max_batch_size=4, max_queue=100)
-        blocker = asyncio.ensure_future(batcher.run([plan(1, key=("other",))]))
-        while not record.entered.is_set():
-            await asyncio.sleep(0.001)
-        longs = []
-        for n in range(3):  # three clients' 8-row requests, none begun
-            longs.append(asyncio.ensure_future(batcher.run([plan(5) for _ in range(8)])))
-            while batcher.queued < 8 * (n + 1):
-                await asyncio.sleep(0.001)
-        short = asyncio.ensure_future(batcher.run([plan(2, key=("short",))]))
-        while batcher.queued < 25:
-            await asyncio.sleep(0.001)
-        record.release.set()
-        await asyncio.gather(blocker, *longs, short)
-        await asyncio.to_thread(batcher.close)
-        return [key for key, _ in record.batches]
-
-    keys = asyncio.run(scenario())
+    keys = batches_behind_a_blocker([8, 8, 8])  # three clients' 8-row requests, none begun
     # the first fair turn (the batch after the blocker) goes to the request with the fewest rows
     # queued. Ranking rows by their place in their request instead put every long request's
     # first row (rank 0, older) before the short one: it ran eighth, after three rounds of them
