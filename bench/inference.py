@@ -505,20 +505,6 @@ def bench_precision_shape(shape: str, args, results, text_ids, calibration=None)
         compare_precisions(f"SST-2 dev x {args.text_batch}", workloads, runners, args, results)
 
 
-def cpu_line() -> str:
-    """The CPU's model name and the flags that decide INT8/bf16 speed."""
-    from bertkit.cpu import CPUINFO, cpu_bf16_support, cpu_class, cpu_has_vnni
-
-    try:
-        info = CPUINFO.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        info = ""
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                 "unknown CPU")
-    return (f"{model}, {os.cpu_count()} logical CPUs, CPU class {cpu_class()}, VNNI {'yes' if cpu_has_vnni() else 'no'}, "
-            f"native bf16 {'yes' if cpu_bf16_support().native else 'no'}")
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -545,7 +531,9 @@ def main(argv=None) -> int:
     if args.precision:
         train = sst2_token_ids(0, "train") if any(r.strip() == "ov int8" for r in args.rows.split(",")) else None
         calibration = train[:CALIBRATION] if train else None
-        print(f"machine: {cpu_line()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        from machine import describe, line
+
+        print(f"{line(describe())}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for shape in args.shapes.split(","):
         if args.precision:
             bench_precision_shape(shape.strip(), args, results, text_ids, calibration)

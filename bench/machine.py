@@ -51,7 +51,7 @@ def describe() -> dict:
     """The machine: cpu, cores, CPU class, native bf16 (and why), avx512, gpu, torch version, load average."""
     import torch
 
-    from bertkit.cpu import cpu_class
+    from bertkit.cpu import cpu_class, cpu_has_vnni
 
     model, flags = _cpuinfo()
     bf16 = _bf16()
@@ -59,6 +59,7 @@ def describe() -> dict:
         "cpu": model,
         "cores": os.cpu_count(),
         "cpu_class": cpu_class(),
+        "vnni": cpu_has_vnni(),
         "native_bf16": bf16.native,
         "bf16_reason": bf16.reason,
         "avx512_bf16": "avx512_bf16" in flags,
@@ -88,7 +89,8 @@ def markdown(info: dict) -> str:
 def line(info: dict) -> str:
     """``info`` (from :func:`describe`) as one line, for a benchmark's output."""
     return (f"machine: {info['cpu']}, {info['cores']} logical CPUs, CPU class {info.get('cpu_class')}, "
-            f"native bf16 {'yes' if info['native_bf16'] else 'no'}, torch {info['torch']}")
+            f"VNNI {'yes' if info.get('vnni') else 'no'}, native bf16 {'yes' if info['native_bf16'] else 'no'}, "
+            f"torch {info['torch']}")
 
 
 def main(argv=None) -> int:
