@@ -173,7 +173,7 @@ def warm_up(model, precision: str, device: torch.device | str = "cpu", length: i
     thread of its own, at this thread's thread count; this returns at once and the eager
     forward answers until both graphs are built (:func:`compiling`), or for good where
     building fails (said on stderr): a server answers in seconds instead of after the build
-    (14-41 s warm, 33-62 s cold for BERT-Tiny and BERT-Base on the 2-core VNNI Xeon)."""
+    (14-41 s warm, 33-63 s cold for BERT-Tiny and BERT-Base on the 2-core VNNI Xeon)."""
     route = getattr(model, "bertkit_static_int8_route", None)
     if route is not None:
         route.warm_up()
