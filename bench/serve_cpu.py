@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))  # bench/serve.py: the baselines, the calibration sentences
-SERVERS = ("bertkit", "bertkit process", "bertkit compiled process", "bertkit bf16", "bertkit bf16 process",
+SERVERS = ("bertkit", "bertkit process", "bertkit padded process", "bertkit compiled process", "bertkit bf16", "bertkit bf16 process",
            "bertkit bf16 compiled process", "bertkit bf16 unpadded", "bertkit int8", "bertkit int8 static",
            "bertkit int8 static process", "hf", "hf bf16", "hf int8")
 
@@ -202,7 +202,8 @@ def build(server: str, args):
                                       calibration=calibration,
                                       compile="on" if "compiled" in server else "auto",
                                       model_process="process" in server,
-                                      attention_impl="unpadded" if "unpadded" in server else "auto"))
+                                      attention_impl="unpadded" if "unpadded" in server else
+                                      "padded" if "padded" in server else "auto"))
     from serve import baseline_app
 
     precision = "bf16" if "bf16" in server else "int8" if "int8" in server else "fp32"

@@ -72,6 +72,19 @@ def test_packing_round_trip_and_offsets():
     assert packing.cu_seqlens().tolist() == [0, 3, 8, 9]
 
 
+def test_spread_puts_each_token_in_place_and_a_real_token_at_padding():
+    _, _, mask = _batch([3, 5, 1])
+    mask = mask.bool()
+    mask[2] = torch.tensor([False, False, True, False, False])  # a row that starts with padding
+    packing = Packing.from_mask(mask)
+    x = torch.arange(3 * 5, dtype=torch.float32).view(3, 5, 1) + 1
+    spread = packing.spread(packing.pack(x))
+    torch.testing.assert_close(spread[mask], x[mask])
+    # padding reads the last real token before it in the batch: row 0's tail its last token,
+    # row 2's leading padding row 1's last token
+    assert spread[..., 0].tolist() == [[1, 2, 3, 3, 3], [6, 7, 8, 9, 10], [10, 10, 13, 13, 13]]
+
+
 def test_config_option_is_saved_and_checked(tmp_path):
     config = _config(attention_impl="unpadded")
     config.to_json(tmp_path / "config.json")
