@@ -4,8 +4,8 @@ the pipeline runs go to it as one list), the same SST-2 dev sentences at the sam
 
 No network and no client: each app is called as an ASGI application, ``--concurrency``
 requests in flight at once, so that the figure is the server's own work, which a load
-generator on the same two cores blurs (bench/serve.py's aiohttp client takes 0.2-0.7 ms of
-CPU per request). Printed per server and round: requests/s (wall; moves with the machine's
+generator on the same two cores blurs (bench/serve.py's own httptools client takes about 0.1 ms of
+CPU per request, its aiohttp client 0.2-0.7 ms). Printed per server and round: requests/s (wall; moves with the machine's
 load), CPU microseconds per request in all, in the event loop thread (parsing, validation,
 tokenising where the server does it there, answers, the web framework) and in the other
 threads (the model's worker: batching, forward passes), in the model process of
@@ -13,7 +13,8 @@ threads (the model's worker: batching, forward passes), in the model process of
 moves least. Rounds alternate the servers.
 
 Servers: ``bertkit`` (``serve``'s defaults, one thread), ``bertkit process``
-(``--model-process``), ``bertkit compiled process``, ``bertkit bf16`` / ``bf16 process`` /
+(``--model-process``), ``bertkit padded process`` (``--attention-impl padded``: batches padded
+and cut by what a pass costs, not run on their real tokens), ``bertkit compiled process``, ``bertkit bf16`` / ``bf16 process`` /
 ``bf16 compiled process`` / ``bf16 unpadded``, ``bertkit int8`` (dynamic) and ``bertkit int8
 static`` / ``int8 static process`` (``--calibration``: the first 300 sentences of ``--data``'s
 train.tsv, as ``bench/serve.py``; measured once its batch graph has compiled); ``hf`` (fp32),
