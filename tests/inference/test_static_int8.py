@@ -58,6 +58,31 @@ def test_what_the_graph_does_not_answer_runs_the_float_model(float_and_static):
         assert torch.equal(quantised(ids[:, :1]).logits, model(ids[:, :1]).logits)
 
 
+def test_every_pass_runs_at_a_length_of_the_ladder(float_and_static):
+    """oneDNN builds each INT8 product per matrix shape and bertkit keeps 64 of them, so texts
+    of every length rebuilt them at nearly every pass: the route pads each pass to a length of
+    a short ladder (never past the model's positions), masks the padding out and gives the
+    hidden states back at the input's length."""
+    assert [static_int8.length_bucket(n, 512) for n in (2, 8, 9, 64, 65, 128, 129, 257, 500)] == \
+        [8, 8, 16, 64, 80, 128, 160, 320, 512]
+    assert static_int8.length_bucket(35, 36) == 36 and static_int8.length_bucket(30, 36) == 32
+    model, quantised = float_and_static
+    route = quantised.bertkit_static_int8_route
+    package, widths = route.package(), []
+    route._package = lambda *inputs: widths.append(inputs[0].shape[-1]) or package(*inputs)
+    ids = torch.tensor([[2] + list(range(5, 14)) + [3]])  # 11 tokens
+    padded = torch.nn.functional.pad(ids, (0, 5))
+    try:
+        with torch.inference_mode():
+            out = quantised.encoder_model()(ids)
+            logits = quantised(ids).logits
+            by_hand = quantised(padded, None, (padded > 0).long()).logits
+    finally:
+        route._package = package
+    assert widths == [16, 16, 16] and out.last_hidden_state.shape[1] == 11
+    assert torch.equal(logits, by_hand)
+
+
 def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and_static):
     """A second model with the same weights and calibration loads the package the first one
     built (no export, calibration or compilation); another thread count is another package; a
