@@ -79,9 +79,9 @@ AUTOTUNED_CLASSES = frozenset({"amx"})
 # at 64 (bertkit.cpu.bound_onednn_cache: memory). Texts of every length missed it at nearly every
 # pass: a lone BERT-Tiny SST-2 sentence took 3.3 ms against 0.7-0.8 for the package at one length,
 # 16-row batches 8.2-8.6 ms a pass against 5.5. So every pass runs at a length of a short ladder
-# (length_bucket): a lone input 1.21-1.24 ms, 16-row batches of mixed sizes 562-587 us a row
-# against 674-707, BERT-Base's lone input 27.0 ms against 28.1 (one thread, SST-2 dev).
-# A bigger cache instead (256: lone 1.70-1.80 ms) costs ~0.45 MB a primitive.
+# (length_bucket): a lone input 1.23-1.30 ms, batches of 8-16 rows 594-604 us a row against
+# 674-727, BERT-Base's lone input 26.1-27.0 ms against 28.1-28.2 (one thread, SST-2 dev). A bigger
+# cache instead (256: lone 1.70-1.80 ms) costs ~0.45 MB a primitive (docs/serving-results.md).
 BUCKET_STEPS = ((64, 8), (128, 16), (256, 32))  # (up to this length, round up to a multiple of)
 BUCKET_STEP_BEYOND = 64
 ROUTE_VERSION = 2  # raised when the graph built here changes: packages cached before are not reused

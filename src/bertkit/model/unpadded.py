@@ -56,8 +56,9 @@ class Packing:
 
     def spread(self, x: torch.Tensor) -> torch.Tensor:
         """(N, ...) -> (B, T, ...) for a consumer that masks the padding out: a padding position
-        holds the last real token before it in the batch (any finite values would do). One gather, no zero fill and scatter: 3.3x faster than
-        :meth:`unpack` on a BERT-Tiny server's 16 x 45 attention inputs (VNNI Xeon)."""
+        holds the last real token before it in the batch (any finite values would do). One
+        gather, no zero fill and scatter: 3.3x faster than :meth:`unpack` on a BERT-Tiny
+        server's 16 x 45 attention inputs (VNNI Xeon)."""
         return x.index_select(0, self._sources).view(self.batch, self.length, *x.shape[1:])
 
     @cached_property
