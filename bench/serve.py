@@ -347,8 +347,8 @@ async def load_level(url, sentences, count, concurrency, max_seconds, route="/pr
     The load generator shares the cores with the server on a small machine, so its own CPU per
     request caps what a fast server can show. ``httptools`` (the default): one keep-alive
     connection per concurrent request, each request written whole and the answer parsed by
-    httptools, uvicorn's C parser (about 80-110 us of CPU per request on the 2-core VNNI Xeon);
-    ``aiohttp``, the client of the earlier figures (270-350 us there; httpx 5.8 ms)."""
+    httptools, uvicorn's C parser (80-140 us of CPU per request on the 2-core VNNI Xeon);
+    ``aiohttp``, the client of the earlier figures (270-355 us there; httpx 5.8 ms)."""
     if client == "aiohttp":
         return await _aiohttp_level(url, sentences, count, concurrency, max_seconds, route)
     host, port = url.split("//", 1)[1].rsplit(":", 1)
