@@ -294,9 +294,10 @@ class _Route:
         length = input_ids.shape[-1]
         padding = length_bucket(length, self.model.config.max_position_embeddings) - length
         # ids, token types and the mask padded with zeros (the padding is masked out), as
-        # ordinary tensors (padded in inference mode, they would be inference tensors again)
-        inputs = tuple(_ordinary(torch.nn.functional.pad(x, (0, padding)) if padding else x).contiguous()
-                       for x in (input_ids, token_type_ids, attention_mask))
+        # ordinary tensors (see compiled.example_inputs), made in one block outside inference mode
+        with torch.inference_mode(False):
+            inputs = tuple(torch.nn.functional.pad(x, (0, padding)) if padding else _ordinary(x).contiguous()
+                           for x in (input_ids, token_type_ids, attention_mask))
         if input_ids.shape[0] > 1 and not self.batches_started:
             self.compile_batches()
         if input_ids.shape[0] > 1 and self.batches_ready.is_set():
