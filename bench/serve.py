@@ -356,16 +356,11 @@ async def load_level(url, sentences, count, concurrency, max_seconds, route="/pr
             "Content-Length: ").encode()
     loop = asyncio.get_running_loop()
     results = []
-    next_index = 0
-    deadline = time.monotonic() + max_seconds
+    texts = _texts(sentences, count, max_seconds)
 
     async def worker():
-        nonlocal next_index
         connection = None
-        while next_index < count and time.monotonic() < deadline:
-            i = next_index
-            next_index += 1
-            text = sentences[i % len(sentences)]
+        for text in texts:
             start = time.perf_counter()
             try:
                 if connection is None or connection.closed:
@@ -382,6 +377,17 @@ async def load_level(url, sentences, count, concurrency, max_seconds, route="/pr
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return results, time.perf_counter() - start
+
+
+def _texts(sentences, count, max_seconds):
+    """The ``count`` texts a level sends (``sentences`` in turn), until ``max_seconds`` have
+    passed: one iterator shared by the level's concurrent workers, each taking the next (an
+    asyncio worker never pauses inside ``next``)."""
+    deadline = time.monotonic() + max_seconds
+    for i in range(count):
+        if time.monotonic() >= deadline:
+            return
+        yield sentences[i % len(sentences)]
 
 
 class _Connection(asyncio.Protocol):
@@ -448,15 +454,10 @@ async def _aiohttp_level(url, sentences, count, concurrency, max_seconds, route)
     import aiohttp
 
     results = []
-    next_index = 0
-    deadline = time.monotonic() + max_seconds
+    texts = _texts(sentences, count, max_seconds)
 
     async def worker(session):
-        nonlocal next_index
-        while next_index < count and time.monotonic() < deadline:
-            i = next_index
-            next_index += 1
-            text = sentences[i % len(sentences)]
+        for text in texts:
             start = time.perf_counter()
             try:
                 async with session.post(url + route, json={"inputs": text}) as r:
