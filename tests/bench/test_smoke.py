@@ -23,9 +23,10 @@ RUNS = {
     "inference": ["--shapes", "tiny", "--seq-len", "16", "--batch-sizes", "2", "--rounds", "1",
                   "--min-time", "0.01", "--text-limit", "8", "--no-eager", "--threads", "1"],
     "profile_routes": ["--shape", "tiny", "--batch", "2x8", "--routes", "fp32,int8", "--iterations", "1"],
+    "attention_calls": ["--heads", "2,4", "--seconds", "0.001"],
 }
 PRINTS = {"pretrain": "bertkit", "int8_kernels": "x86/onednn", "precision_crossover": "fp32/bf16",
-          "inference": "seq/s", "profile_routes": "ms per batch"}
+          "inference": "seq/s", "profile_routes": "ms per batch", "attention_calls": "ATTENTION_COST_BY_CLASS"}
 
 
 @pytest.mark.parametrize("script", sorted(RUNS))

@@ -17,7 +17,8 @@ from bertkit.model import (
     BertForTokenClassification,
     BertModel,
 )
-from bertkit.model.unpadded import Packing
+from bertkit.model import unpadded as unpadded_module
+from bertkit.model.unpadded import AttentionCost, CallCost, Packing, one_by_one
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -83,6 +84,54 @@ def test_spread_puts_each_token_in_place_and_a_real_token_at_padding():
     # padding reads the last real token before it in the batch: row 0's tail its last token,
     # row 2's leading padding row 1's last token
     assert spread[..., 0].tolist() == [[1, 2, 3, 3, 3], [6, 7, 8, 9, 10], [10, 10, 13, 13, 13]]
+
+
+# call costs under which few heads attend in one padded call and many one sequence at a time
+COSTS = AttentionCost(padded=CallCost(call=30.0, row=0.0, head=2.0, token=0.2, pair=0.01),
+                      single=CallCost(call=40.0, row=0.0, head=1.0, token=0.2, pair=0.01))
+
+
+def test_attention_goes_one_sequence_at_a_time_where_padding_costs_more_than_calls():
+    lengths = [40, 5, 6, 22, 5, 24, 7, 23]
+    # 8 calls: 8 x 40 + per head (8 x 1 + 132 tokens x 0.2 + 3,324 x 0.01) = 320 + 67.6 a head;
+    # one call padded to 40: 30 + per head 8 x (2 + 40 x 0.2 + 1,600 x 0.01) = 30 + 208 a head
+    assert not one_by_one(lengths, 1, COSTS)
+    assert one_by_one(lengths, 12, COSTS)
+    assert not one_by_one([9, 9, 8], 12, COSTS)  # little padding: one call
+    packing = Packing.from_mask(_batch(lengths)[2].bool())
+    assert packing.lengths == lengths and packing.offsets == [0, 40, 45, 51, 73, 78, 102, 109]
+    assert packing.one_by_one(12, COSTS) and not packing.one_by_one(1, COSTS)
+
+
+@pytest.fixture
+def costed_class(monkeypatch):
+    """This CPU taken for the VNNI class, whose attention costs are :data:`COSTS`."""
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-vnni")
+    monkeypatch.setitem(unpadded_module.ATTENTION_COST_BY_CLASS, "avx512-vnni", COSTS)
+
+
+@pytest.mark.parametrize("heads, lengths, alone", [(16, [40, 5, 6, 22, 5, 24, 7, 23], True),
+                                                   (16, [9, 9, 8], False), (1, [3, 30], False)])
+def test_attention_one_sequence_at_a_time_equals_one_padded_call(costed_class, monkeypatch, heads, lengths, alone):
+    padded, unpadded = _pair(BertModel, _config(hidden_size=64, num_attention_heads=heads))
+    ids, types, mask = _batch(lengths)
+    calls = []
+    monkeypatch.setattr(unpadded_module, "_attention_one_by_one", lambda *args: calls.append(1) or _one_by_one(*args))
+    chosen = unpadded.eval()(ids, types, mask).last_hidden_state
+    assert len(calls) == (3 if alone else 0)  # a call per layer where one_by_one says so
+    real = mask.bool()
+    torch.testing.assert_close(chosen[real], padded.eval()(ids, types, mask).last_hidden_state[real], **TOL)
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "amx")  # a class with no fitted costs: one padded call
+    calls.clear()
+    torch.testing.assert_close(unpadded(ids, types, mask).last_hidden_state, chosen, **TOL)
+    assert not calls
+    unpadded.train()  # training pads, whatever the class
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-vnni")
+    unpadded(ids, types, mask)
+    assert not calls
+
+
+_one_by_one = unpadded_module._attention_one_by_one
 
 
 def test_config_option_is_saved_and_checked(tmp_path):

@@ -7,7 +7,11 @@ position-wise, so they run on the N packed real tokens only (a (N, H) matrix ins
 within a sequence: its q/k/v rows are scattered back to (B, heads, T, d) for one
 ``scaled_dot_product_attention`` call with the key-padding mask (each sequence attends to its
 own tokens only), and the context is packed again - or, on a GPU with the ``flash_attn``
-package, ``flash_attn_varlen_func`` runs on the packed tokens directly.
+package, ``flash_attn_varlen_func`` runs on the packed tokens directly. In inference on a CPU
+class whose attention costs were measured (:data:`ATTENTION_COST_BY_CLASS`), each sequence
+attends in a call of its own on its packed tokens where that costs less than padding every
+sequence to the longest (:func:`one_by_one`): attention's work grows with the square of the
+padded length, and a server's batch gathers requests of any length.
 
 Contract: with the same weights, :func:`forward_unpadded` equals ``BertModel.forward`` on
 the real tokens (float rounding; the tests hold it to 1e-5 in fp32); padding positions of
@@ -18,12 +22,15 @@ Attention probabilities (``output_attentions``) are computed by the padded path 
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 
+from bertkit import cpu
 from bertkit.model.attention import build_attention_mask
 from bertkit.model.encoder import EncoderLayer
 from bertkit.model.outputs import ModelOutput
@@ -67,10 +74,83 @@ class Packing:
         last real token before it (the first one if none is)."""
         return (self.key_mask.reshape(-1).cumsum(0) - 1).clamp_(min=0)
 
+    @cached_property
+    def lengths(self) -> list[int]:
+        """Each sequence's count of real tokens."""
+        return self.key_mask.sum(1).tolist()
+
+    def one_by_one(self, heads: int, cost: AttentionCost) -> bool:
+        """:func:`one_by_one` for these sequences (decided once per packing, head count and
+        cost: every layer of a pass shares it)."""
+        key = (heads, cost)
+        if key not in self._alone:
+            self._alone[key] = one_by_one(self.lengths, heads, cost)
+        return self._alone[key]
+
+    @cached_property
+    def _alone(self) -> dict:
+        return {}
+
+    @cached_property
+    def offsets(self) -> list[int]:
+        """Where each sequence's tokens start in the packed rows."""
+        return [0, *itertools.accumulate(self.lengths)][:-1]
+
     def cu_seqlens(self) -> torch.Tensor:
         """int32 (B+1,) offsets of each sequence in the packed tokens (flash-attn's format)."""
         counts = self.key_mask.sum(1, dtype=torch.int32)
         return F.pad(counts.cumsum(0, dtype=torch.int32), (1, 0))
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """Microseconds of one CPU attention call on ``rows`` sequences padded to ``length`` tokens
+    with ``heads`` heads, fitted on a CPU class (fp32, one thread):
+    ``call + rows * (row + heads * (head + length * token + length**2 * pair))``."""
+
+    call: float
+    row: float
+    head: float
+    token: float
+    pair: float
+
+    def __call__(self, rows: int, length: int, heads: int) -> float:
+        return self.call + rows * (self.row + heads * (self.head + length * self.token + length * length * self.pair))
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    """Attention's two ways on the CPU: ``padded``, one call over the sequences gathered from
+    the packed tokens and padded to the longest (the gather, the masked attention and the
+    packing back), and ``single``, a call per sequence on its own packed tokens (no gather, no
+    mask), priced per call with ``rows`` 1."""
+
+    padded: CallCost
+    single: CallCost
+
+
+# Fitted per CPU class by bench/attention_calls.py (least squares on the relative error; the
+# grid and what it saves are in docs/serving-results.md, "Attention one sequence at a time").
+# A class not measured makes one call per batch, padded to its longest sequence.
+# * avx512-vnni: Intel Xeon @ 2.50GHz with VNNI, no native bf16 (2026-11-27); predictions
+#   0.77-1.18x the measured time (10th-90th percentile). BERT-Base fp32, batches of 16 and 32
+#   random SST-2 dev sentences: 0.94x and 0.93x the time of a pass; BERT-Tiny (2 heads): level.
+ATTENTION_COST_BY_CLASS: dict[str, AttentionCost] = {
+    "avx512-vnni": AttentionCost(padded=CallCost(call=38.79, row=0.0, head=4.257, token=0.2089, pair=0.0044),
+                                 single=CallCost(call=39.27, row=0.0, head=0.9776, token=0.2291, pair=0.0029)),
+}
+
+
+def attention_cost() -> AttentionCost | None:
+    """This CPU class's fitted :class:`AttentionCost` (fp32), or None where none was fitted."""
+    return ATTENTION_COST_BY_CLASS.get(cpu.cpu_class())
+
+
+def one_by_one(lengths: Sequence[int], heads: int, cost: AttentionCost) -> bool:
+    """Whether attention over sequences of ``lengths`` costs less by ``cost`` as one call per
+    sequence, each on its own packed tokens, than as one call padded to the longest."""
+    alone = sum(cost.single(1, n, heads) for n in lengths)
+    return alone < cost.padded(len(lengths), max(lengths), heads)
 
 
 def embed_packed(embeddings, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
@@ -112,10 +192,33 @@ def _attention_packed(attention, hidden: torch.Tensor, packing: Packing,
         longest = int(packing.key_mask.sum(1).max())
         context = flash(q, k, v, cu, cu, longest, longest, dropout_p=dropout, causal=attention.causal)
         return context.reshape(hidden.shape[0], heads * size)
+    cost = attention_cost() if not (hidden.is_cuda or attention.training or attention.causal) else None
+    if cost is not None and qkv.dtype is torch.float32 and packing.one_by_one(heads, cost):
+        return _attention_one_by_one(qkv, packing, heads, size)
+    return _attention_padded(qkv, packing, mask, heads, size, dropout)
+
+
+def _attention_padded(qkv: torch.Tensor, packing: Packing, mask: torch.Tensor | None, heads: int, size: int,
+                      dropout: float = 0.0) -> torch.Tensor:
+    """The context (N, heads * size) of packed ``qkv`` (N, 3 * heads * size): one
+    ``scaled_dot_product_attention`` call, every sequence padded to the longest."""
     padded = packing.spread(qkv).view(packing.batch, packing.length, 3, heads, size)
     query, key, value = padded.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
     return packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, heads * size))
+
+
+def _attention_one_by_one(qkv: torch.Tensor, packing: Packing, heads: int, size: int) -> torch.Tensor:
+    """The context (N, heads * size) of packed ``qkv`` (N, 3 * heads * size): one
+    ``scaled_dot_product_attention`` call per sequence on its own packed tokens (no padding,
+    no mask; inference)."""
+    out = qkv.new_empty(qkv.shape[0], heads * size)
+    for start, length in zip(packing.offsets, packing.lengths):
+        own = qkv[start:start + length].view(1, length, 3, heads, size)
+        query, key, value = own.permute(2, 0, 3, 1, 4).unbind(0)
+        context = F.scaled_dot_product_attention(query, key, value)
+        out[start:start + length].view(1, length, heads, size).copy_(context.transpose(1, 2))
+    return out
 
 
 def layer_packed(layer: EncoderLayer, hidden: torch.Tensor, packing: Packing,
