@@ -10,10 +10,10 @@ from bertkit.model import BertForMaskedLM, BertForPreTraining, BertModel
 from bertkit.model.sparse_last_layer import encode_at_positions, labelled_positions
 
 
-def config(attention="bidirectional", layers=2):
+def config(attention="bidirectional", layers=2, attention_impl="padded"):
     return BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=layers, num_attention_heads=3,
                       intermediate_size=40, max_position_embeddings=32, attention=attention,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attention_impl=attention_impl)
 
 
 def inputs(batch=4, length=20, seed=0, padded=True):
@@ -65,9 +65,10 @@ def test_sparse_last_layer_equals_full_path(cls, padded, attention):
         torch.testing.assert_close(sparse_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_encode_at_positions_gathers_the_full_output():
+@pytest.mark.parametrize("attention_impl", ["padded", "unpadded"])  # unpadded: keys and values packed
+def test_encode_at_positions_gathers_the_full_output(attention_impl):
     torch.manual_seed(0)
-    model = BertModel(config(layers=3)).eval()
+    model = BertModel(config(layers=3, attention_impl=attention_impl)).eval()
     batch = inputs()
     positions = torch.tensor([[0, 3, 3], [14, 0, 2], [19, 18, 1], [0, 8, 0]])
     full = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])

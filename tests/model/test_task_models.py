@@ -15,6 +15,8 @@ from bertkit.model import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
+from bertkit.model.sparse_last_layer import encode_at_positions
+from bertkit.modeldir.int8 import Fp32PackedLinear, can_pack_fp32
 
 CFG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=32, max_position_embeddings=16)
@@ -69,6 +71,58 @@ def test_sequence_classification_and_regression():
     out = reg(ids, labels=torch.tensor([0.5, 1.0, 2.0]))
     assert out.logits.shape == (3, 1)
     assert torch.allclose(out.loss, F.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, 1.0, 2.0])))
+
+
+@pytest.mark.parametrize("attention_impl", ["padded", "unpadded"])
+def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monkeypatch, attention_impl):
+    from bertkit.model import task_models
+    from bertkit.model.sparse_last_layer import SPARSE_CLS_MIN_POSITIONS
+
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, max_position_embeddings=64, attention_impl=attention_impl)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config, num_labels=3).eval()
+    ids = torch.randint(5, 50, (4, 30))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    mask[3, 20:] = 0
+    sparse = []
+    monkeypatch.setattr(task_models, "encode_at_positions",
+                        lambda *args: sparse.append(args[-1].tolist()) or encode_at_positions(*args))
+    with torch.inference_mode():
+        full = model(ids, None, mask).logits
+        torch.testing.assert_close(model.head_logits(ids, None, mask), full, rtol=1e-5, atol=1e-6)
+        assert sparse == [[[0]] * 4]  # every row's [CLS] alone
+        # a lone input too short for the last layer's other rows to outweigh the extra calls
+        short = ids[:1, :SPARSE_CLS_MIN_POSITIONS]
+        torch.testing.assert_close(model.head_logits(short), model(short).logits, rtol=1e-5, atol=1e-6)
+        assert len(sparse) == 1
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16: every position, as forward
+            assert model.head_logits(ids, None, mask).equal(model(ids, None, mask).logits)
+        assert len(sparse) == 1
+        # an encoder routed elsewhere (compiled, static INT8) computes every position: its forward runs
+        routed = []
+        own = model.bert.forward
+        model.bert.forward = lambda *args, **kwargs: routed.append(1) or own(*args, **kwargs)
+        torch.testing.assert_close(model.head_logits(ids, None, mask), full)
+        assert routed == [1] and len(sparse) == 1
+
+
+@pytest.mark.skipif(not can_pack_fp32(), reason="needs a PyTorch with MKL")
+def test_head_logits_on_layers_packed_for_inference():
+    """A layer packed for MKL (or quantised) computes its fused q/k/v as a whole."""
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, max_position_embeddings=64, attention_impl="unpadded")
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config, num_labels=2).eval()
+    ids = torch.randint(5, 50, (3, 40))
+    mask = torch.ones_like(ids)
+    mask[0, 11:] = 0
+    with torch.inference_mode():
+        full = model(ids, None, mask).logits
+        for layer in model.bert.encoder.layer:
+            layer.attention.self.qkv = Fp32PackedLinear(layer.attention.self.qkv, 768)
+        torch.testing.assert_close(model.head_logits(ids, None, mask), full, rtol=1e-5, atol=1e-5)
 
 
 def test_num_labels_defaults_to_config_id2label():

@@ -121,6 +121,10 @@ def test_attention_one_sequence_at_a_time_equals_one_padded_call(costed_class, m
     assert len(calls) == (3 if alone else 0)  # a call per layer where one_by_one says so
     real = mask.bool()
     torch.testing.assert_close(chosen[real], padded.eval()(ids, types, mask).last_hidden_state[real], **TOL)
+    monkeypatch.setenv("BERTKIT_ATTENTION_ONE_BY_ONE", "0")  # turned off: one padded call
+    unpadded(ids, types, mask)
+    assert len(calls) == (3 if alone else 0)
+    monkeypatch.delenv("BERTKIT_ATTENTION_ONE_BY_ONE")
     monkeypatch.setenv("BERTKIT_CPU_CLASS", "amx")  # a class with no fitted costs: one padded call
     calls.clear()
     torch.testing.assert_close(unpadded(ids, types, mask).last_hidden_state, chosen, **TOL)

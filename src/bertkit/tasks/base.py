@@ -368,9 +368,14 @@ class Task:
 
     def row_outputs(self, model, ids, types, mask, lengths: Sequence[int]) -> list:
         """One output per row of a padded batch: the ``output_names`` of the model's output,
-        each row cut to its own length for ``token_outputs`` (a tuple when several)."""
-        out = model(ids, types, mask)
-        values = [getattr(out, name).float().cpu().numpy() for name in self.output_names]
+        each row cut to its own length for ``token_outputs`` (a tuple when several). Logits
+        alone come from the model's ``head_logits`` where it has one (a pooled classifier then
+        runs its last layer at ``[CLS]`` only)."""
+        if self.output_names == ("logits",) and hasattr(model, "head_logits"):
+            values = [model.head_logits(ids, types, mask).float().cpu().numpy()]
+        else:
+            out = model(ids, types, mask)
+            values = [getattr(out, name).float().cpu().numpy() for name in self.output_names]
         rows = []
         for i, n in enumerate(lengths):
             cut = [v[i, :n] if self.token_outputs else v[i] for v in values]
