@@ -206,3 +206,27 @@ def test_a_pair_sent_to_a_single_sentence_model_is_refused(tmp_path):
     assert len(sst2.predict(["a fine film", "a dull one"])) == 2  # two texts, as before
     pair = load(make_task_model(tmp_path, "pair"))
     assert len(pair.predict(["the man went", "he went"])) == 2  # a pair model takes pairs
+
+
+@pytest.mark.parametrize("kind", ["classify", "mlm"])
+def test_classifier_rows_and_cls_embeddings_run_the_last_layer_at_cls_only(tmp_path, monkeypatch, kind):
+    from bertkit.inference import heads
+    from bertkit.model import task_models
+    from bertkit.model.sparse_last_layer import encode_at_positions
+
+    bert = load(make_task_model(tmp_path, kind))
+    texts = [" ".join(TEXTS)] * 2 + TEXTS  # a batch with 48 positions besides the [CLS]s
+
+    def answers():
+        if kind == "mlm":
+            return np.array(bert.embed(texts, pool="cls"))
+        return np.array([[a["score"] for a in answer] for answer in bert.predict(texts)])
+
+    calls = []
+    for module in (heads, task_models):
+        monkeypatch.setattr(module, "encode_at_positions", lambda *args: calls.append(1) or encode_at_positions(*args))
+    at_cls = answers()
+    assert calls
+    for module in (heads, task_models):
+        monkeypatch.setattr(module, "cls_pays", lambda *args: False)
+    np.testing.assert_allclose(at_cls, answers(), atol=1e-5)

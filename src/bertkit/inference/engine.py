@@ -34,7 +34,7 @@ from bertkit.config import UNPAD_MODES
 from bertkit.errors import BertkitError, CheckpointError, OptionError
 from bertkit.inference import compiled
 from bertkit.inference.features import run_model
-from bertkit.inference.heads import TaskInference, hidden_features, pool_features
+from bertkit.inference.heads import TaskInference, hidden_features, pooled_vectors
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
 from bertkit.modeldir.int8 import is_int8_dir, load_model, pack_fp32, prepare
@@ -357,17 +357,16 @@ class BertInference(TaskInference):
         results: list[Any] = [None] * len(texts)
         with torch.inference_mode(), autocast(self.precision, self.device):
             for indices, ids, types, mask in self._batches(encodings, batch_size, progress, "embed"):
-                features = self.features(ids, types, mask, layers, combine)
-                if pool != "none":
-                    pooled = pool_features(features, mask, pool)
-                for row, index in enumerate(indices):
-                    if pool == "none":
-                        n = len(encodings[index].input_ids)
-                        results[index] = features[row, :n].cpu().numpy()
-                    else:
+                if pool == "none":
+                    features = self.features(ids, types, mask, layers, combine)
+                    for row, index in enumerate(indices):
+                        results[index] = features[row, :len(encodings[index].input_ids)].cpu().numpy()
+                else:
+                    pooled = pooled_vectors(self.encoder, ids, types, mask, layers, pool, combine)
+                    for row, index in enumerate(indices):
                         results[index] = pooled[row].cpu().numpy()
         if pool != "none":
-            width = features.shape[-1] if texts else 0
+            width = pooled.shape[-1] if texts else 0
             results = np.stack(results) if results else np.zeros((0, width), dtype=np.float32)
             if single:
                 results = results[0]

@@ -48,6 +48,7 @@ import torch
 
 from bertkit.errors import BertkitError, InputError
 from bertkit.model.pooling import POOLINGS, pool_features, splade_pool  # pool_features re-exported
+from bertkit.model.sparse_last_layer import at_cls, cls_pays, encode_at_positions
 from bertkit.modeldir.entry import saved_task_options
 from bertkit.precision import autocast
 from bertkit.tasks.base import Plan, PlanContext, Row, text_of
@@ -66,12 +67,21 @@ def hidden_features(encoder, ids, types, mask, layers: Sequence[int], combine: s
     return features.float()
 
 
+def pooled_vectors(encoder, ids, types, mask, layers: Sequence[int], pool: str,
+                   combine: str = "concat") -> torch.Tensor:
+    """(B, D) float32: :func:`hidden_features` pooled by ``pool`` (:func:`pool_features`). The
+    last layer's ``[CLS]`` alone runs that layer at ``[CLS]`` only where :func:`cls_pays` says so
+    (the same vectors within float rounding)."""
+    if list(layers) == [-1] and pool == "cls" and cls_pays(encoder, ids):
+        return encode_at_positions(encoder, ids, types, mask, at_cls(ids)).last_hidden_state[:, 0].float()
+    return pool_features(hidden_features(encoder, ids, types, mask, layers, combine), mask, pool)
+
+
 class _EmbedRows:
     """Rows -> one pooled vector each (``key``: layers, pooling)."""
 
     def row_outputs(self, model, ids, types, mask, lengths, layers, pool) -> list:
-        features = hidden_features(model.encoder_model(), ids, types, mask, layers, "concat")
-        return list(pool_features(features, mask, pool).float().cpu().numpy())
+        return list(pooled_vectors(model.encoder_model(), ids, types, mask, layers, pool).cpu().numpy())
 
 
 class _MaskRows:

@@ -38,6 +38,31 @@ SPARSE_LAST_LAYER_MAX_SHARE = 0.5
 SPARSE_CLS_MIN_POSITIONS = 48
 
 
+def cls_pays(bert, input_ids: torch.Tensor) -> bool:
+    """Whether an inference pass of ``bert`` (a ``BertModel``) that reads ``[CLS]`` alone (a
+    classifier's pooler, a ``cls``-pooled embedding) runs its last layer there only
+    (:func:`encode_at_positions`): in fp32 (``nn.Linear`` layers of fp32 weights, as loaded or
+    packed for MKL, outside autocast), on the encoder's own forward pass (not a compiled or
+    quantised route put in its place, which computes every position), not causal (a causal
+    model pools its last token), for a batch of :data:`SPARSE_CLS_MIN_POSITIONS` other
+    positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
+    scale (dynamic INT8) would then depend on the batch's size, and a model's doors must
+    answer alike."""
+    layers = bert.encoder.layer
+    if ("forward" in vars(bert) or bert.encoder.causal or torch.is_autocast_enabled("cpu")
+            or input_ids.numel() - input_ids.shape[0] < SPARSE_CLS_MIN_POSITIONS):
+        return False
+    last = layers[-1] if len(layers) else None
+    products = () if last is None else (last.attention.self.qkv, last.attention.output.dense,
+                                         last.intermediate.dense, last.output.dense)
+    return all(isinstance(p, nn.Linear) and p.weight.dtype is torch.float32 for p in products)
+
+
+def at_cls(input_ids: torch.Tensor) -> torch.Tensor:
+    """(B, 1) positions of each row's ``[CLS]`` (position 0), for :func:`encode_at_positions`."""
+    return input_ids.new_zeros(input_ids.shape[0], 1)
+
+
 def labelled_positions(mlm_labels: torch.Tensor, with_cls: bool):
     """``(positions (B, Q), valid (B, Q) bool)`` of the labelled positions of each row, in
     order, padded with position 0 (``valid`` False there); with ``with_cls`` every row starts

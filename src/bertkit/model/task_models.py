@@ -32,7 +32,8 @@ from bertkit.model.bert import BertModel, BertPreTrainedModel
 from bertkit.model.encoder import activation
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.sparse_last_layer import (
-    SPARSE_CLS_MIN_POSITIONS,
+    at_cls,
+    cls_pays,
     encode_at_positions,
     labelled_positions,
 )
@@ -224,31 +225,13 @@ class BertForSequenceClassification(_ClassifierModel):
         return out
 
     def head_logits(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """``forward(...).logits`` alone (within float rounding), for inference. In fp32 the last
-        layer runs at ``[CLS]`` only, the one position the pooler reads
-        (:func:`~bertkit.model.sparse_last_layer.encode_at_positions`), where the encoder runs
-        its own forward pass (not a compiled or quantised route put in its place, which
-        computes every position), is not causal (a causal model pools its last token) and the
-        batch has :data:`~bertkit.model.sparse_last_layer.SPARSE_CLS_MIN_POSITIONS` other
-        positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
-        scale (dynamic INT8) would then depend on the batch's size, and the doors of a model
-        must answer alike."""
-        skipped = input_ids.numel() - input_ids.shape[0]
-        if ("forward" in vars(self.bert) or self.bert.encoder.causal or skipped < SPARSE_CLS_MIN_POSITIONS
-                or not self._last_layer_in_fp32()):
+        """``forward(...).logits`` alone (within float rounding), for inference: the last
+        layer at ``[CLS]`` only, the one position the pooler reads, where
+        :func:`~bertkit.model.sparse_last_layer.cls_pays` says so."""
+        if not cls_pays(self.bert, input_ids):
             return self(input_ids, token_type_ids, attention_mask).logits
-        at_cls = input_ids.new_zeros(input_ids.shape[0], 1)
-        pooled = encode_at_positions(self.bert, input_ids, token_type_ids, attention_mask, at_cls).pooled_output
-        return self.classifier(self.dropout(pooled))
-
-    def _last_layer_in_fp32(self) -> bool:
-        """Whether the last layer's products run in fp32: ``nn.Linear`` layers (as loaded, or
-        packed for MKL) of fp32 weights, outside autocast."""
-        last = self.bert.encoder.layer[-1] if len(self.bert.encoder.layer) else None
-        layers = () if last is None else (last.attention.self.qkv, last.attention.output.dense,
-                                          last.intermediate.dense, last.output.dense)
-        return not torch.is_autocast_enabled("cpu") and all(
-            isinstance(layer, nn.Linear) and layer.weight.dtype is torch.float32 for layer in layers)
+        out = encode_at_positions(self.bert, input_ids, token_type_ids, attention_mask, at_cls(input_ids))
+        return self.classifier(self.dropout(out.pooled_output))
 
 
 class BertForTokenClassification(_ClassifierModel):
