@@ -42,14 +42,14 @@ def cls_pays(bert, input_ids: torch.Tensor) -> bool:
     """Whether an inference pass of ``bert`` (a ``BertModel``) that reads ``[CLS]`` alone (a
     classifier's pooler, a ``cls``-pooled embedding) runs its last layer there only
     (:func:`encode_at_positions`): in fp32 (``nn.Linear`` layers of fp32 weights, as loaded or
-    packed for MKL, outside autocast), on the encoder's own forward pass (not a compiled or
+    packed for MKL, outside autocast on the inputs' device), on the encoder's own forward pass (not a compiled or
     quantised route put in its place, which computes every position), not causal (a causal
     model pools its last token), for a batch of :data:`SPARSE_CLS_MIN_POSITIONS` other
     positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
     scale (dynamic INT8) would then depend on the batch's size, and a model's doors must
     answer alike."""
     layers = bert.encoder.layer
-    if ("forward" in vars(bert) or bert.encoder.causal or torch.is_autocast_enabled("cpu")
+    if ("forward" in vars(bert) or bert.encoder.causal or torch.is_autocast_enabled(input_ids.device.type)
             or input_ids.numel() - input_ids.shape[0] < SPARSE_CLS_MIN_POSITIONS):
         return False
     last = layers[-1] if len(layers) else None
