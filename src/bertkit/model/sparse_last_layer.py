@@ -1,17 +1,18 @@
-"""The sparse last layer: the one home of a pre-training speed-up (the rest of the model reads
-like the paper).
+"""The sparse last layer: the one home of a speed-up for pre-training and inference (the rest
+of the model reads like the paper).
 
 A head reads the last encoder layer at a few positions only: the masked-LM head at the
-labelled positions, the NSP head and a sentence classifier's pooler at ``[CLS]``. Every position still serves as key and value
-of the last layer's attention, but its queries, attention output, feed-forward and
-LayerNorms need to run at those positions alone; about a quarter of a BERT-Base step's
+labelled positions, the NSP head and a sentence classifier's pooler at ``[CLS]``. Every
+position still serves as key and value of the last layer's attention, but its queries,
+attention output, feed-forward and LayerNorms need to run at those positions alone; about a quarter of a BERT-Base step's
 encoder work for 20 of 128 positions. :func:`encode_at_positions` runs the encoder that way:
 all layers but the last as usual, then :func:`layer_at_positions` for the last one. The
 result equals (within float rounding) the full output gathered at the positions. A
 padding-free model (:mod:`bertkit.model.unpadded`) takes the last layer's keys and values from
-its packed real tokens too. Pre-training uses it, and in inference a classifier on the pooled
-``[CLS]`` vector (``_ClassifierModel.head_logits``): a BERT-Tiny SST-2 classifier's batches
-of 16 random dev sentences 0.70x the time (half its layers are the last one).
+its packed real tokens too. Pre-training uses it, and in inference what reads ``[CLS]`` alone
+where :func:`cls_pays` says so (``BertForSequenceClassification.head_logits``, ``cls``-pooled
+embeddings): a BERT-Tiny SST-2 classifier's batches of 16 random dev sentences 0.70x the time
+(half its layers are the last one).
 
 :func:`labelled_positions` chooses the positions from MLM labels and declines (``None``)
 where the full layer is as cheap: when the labels cover most of the sequence (the ``ltr``
@@ -34,7 +35,7 @@ SPARSE_LAST_LAYER_MAX_SHARE = 0.5
 # a classifier's last layer at [CLS] only for a batch of at least this many other positions:
 # below it the few rows left save less than the extra operator calls cost (a lone SST-2
 # sentence of 21-37 tokens: BERT-Tiny 1.04-1.06x the time, BERT-Base 0.98-1.00x; from 57
-# tokens 0.95-0.97x both; batches of 16 sentences BERT-Tiny 0.71x; VNNI Xeon, fp32, 2026-11-27)
+# tokens 0.95-0.97x both; batches of 16 sentences BERT-Tiny 0.70x; VNNI Xeon, fp32, 2026-11-27)
 SPARSE_CLS_MIN_POSITIONS = 48
 
 
@@ -42,10 +43,10 @@ def cls_pays(bert, input_ids: torch.Tensor) -> bool:
     """Whether an inference pass of ``bert`` (a ``BertModel``) that reads ``[CLS]`` alone (a
     classifier's pooler, a ``cls``-pooled embedding) runs its last layer there only
     (:func:`encode_at_positions`): in fp32 (``nn.Linear`` layers of fp32 weights, as loaded or
-    packed for MKL, outside autocast on the inputs' device), on the encoder's own forward pass (not a compiled or
-    quantised route put in its place, which computes every position), not causal (a causal
-    model pools its last token), for a batch of :data:`SPARSE_CLS_MIN_POSITIONS` other
-    positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
+    packed for MKL, outside autocast on the inputs' device), on the encoder's own forward pass
+    (not a compiled or quantised route put in its place, which computes every position), not
+    causal (a causal model pools its last token), for a batch of
+    :data:`SPARSE_CLS_MIN_POSITIONS` other positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
     scale (dynamic INT8) would then depend on the batch's size, and a model's doors must
     answer alike."""
     layers = bert.encoder.layer

@@ -138,7 +138,7 @@ class AttentionCost:
 # grid and what it saves are in docs/serving-results.md, "Attention one sequence at a time").
 # A class not measured makes one call per batch, padded to its longest sequence.
 # * avx512-vnni: Intel Xeon @ 2.50GHz with VNNI, no native bf16 (2026-11-27); predictions
-#   0.77-1.18x the measured time (10th-90th percentile). BERT-Base fp32, batches of 16 and 32
+#   0.75-1.20x the measured time (10th-90th percentile, three fits). BERT-Base fp32, batches of 16 and 32
 #   random SST-2 dev sentences: 0.94x and 0.93x the time of a pass; BERT-Tiny (2 heads): level.
 ATTENTION_COST_BY_CLASS: dict[str, AttentionCost] = {
     "avx512-vnni": AttentionCost(padded=CallCost(call=38.79, row=0.0, head=4.257, token=0.2089, pair=0.0044),
