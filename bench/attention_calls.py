@@ -101,6 +101,7 @@ def fit(grid):
 def end_to_end(args, cost) -> None:
     """ms per row of the model's passes over random batches, one padded call against
     :func:`one_by_one`'s choice with ``cost``."""
+    from bertkit.cpu import cpu_class
     from bertkit.model import unpadded
     from bertkit.serve.app import load_model
     from bertkit.serve.config import ServeConfig
@@ -117,8 +118,6 @@ def end_to_end(args, cost) -> None:
             for name in times:
                 unpadded.ATTENTION_COST_BY_CLASS.clear()
                 if name == "chosen":
-                    from bertkit.cpu import cpu_class
-
                     unpadded.ATTENTION_COST_BY_CLASS[cpu_class()] = cost
                 engine.run_rows(key, batches[0])
                 start = time.process_time()

@@ -197,7 +197,7 @@ def _attention_packed(attention, hidden: torch.Tensor, packing: Packing,
     if flash is not None:
         q, k, v = qkv.view(-1, 3, heads, size).unbind(1)
         cu = packing.cu_seqlens()
-        longest = int(packing.key_mask.sum(1).max())
+        longest = max(packing.lengths)
         context = flash(q, k, v, cu, cu, longest, longest, dropout_p=dropout, causal=attention.causal)
         return context.reshape(hidden.shape[0], heads * size)
     cost = attention_cost() if not (hidden.is_cuda or attention.training or attention.causal) else None
