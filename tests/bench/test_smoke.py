@@ -79,6 +79,21 @@ def test_the_embedding_parity_check_runs_on_a_toy_masked_lm(tmp_path):
     assert "same non-zero terms 10/10" in done.stdout, done.stdout
 
 
+def test_the_masked_lm_heads_benchmark_runs_on_a_toy_masked_lm(tmp_path):
+    """bench/mlm_heads.py: embed_sparse and fill-mask against sentence-transformers and the
+    transformers pipeline on a toy masked-LM model, the answers compared before the table."""
+    pytest.importorskip("sentence_transformers")
+    from tests.task_models import make_task_model
+
+    model, data = make_task_model(tmp_path, "mlm"), tmp_path / "dev.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"the man went to the store {i} .\t1\n" for i in range(6)))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "mlm_heads.py"), "--model", str(model),
+                           "--data", str(data), "--texts", "6", "--batch", "4", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "same non-zero terms 6/6" in done.stdout and "| fill-mask | transformers |" in done.stdout, done.stdout
+
+
 def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
     """bench/serve_cpu.py: both apps (bertkit's and the pipeline's) answer a toy SST-2 model's
     requests in process, and the table has a row for each."""

@@ -208,7 +208,7 @@ def test_a_pair_sent_to_a_single_sentence_model_is_refused(tmp_path):
     assert len(pair.predict(["the man went", "he went"])) == 2  # a pair model takes pairs
 
 
-@pytest.mark.parametrize("kind", ["classify", "mlm"])
+@pytest.mark.parametrize("kind", ["classify", "mlm", "choice"])
 def test_classifier_rows_and_cls_embeddings_run_the_last_layer_at_cls_only(tmp_path, monkeypatch, kind):
     from bertkit.inference import heads
     from bertkit.model import task_models
@@ -220,6 +220,9 @@ def test_classifier_rows_and_cls_embeddings_run_the_last_layer_at_cls_only(tmp_p
     def answers():
         if kind == "mlm":
             return np.array(bert.embed(texts, pool="cls"))
+        if kind == "choice":  # each choice a row of its own, scored by its [CLS]
+            answer = bert.predict({"context": TEXTS[0], "choices": texts})
+            return np.array([a["score"] for a in sorted(answer, key=lambda a: a["index"])])
         return np.array([[a["score"] for a in answer] for answer in bert.predict(texts)])
 
     calls = []

@@ -108,6 +108,29 @@ def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monk
         assert routed == [1] and len(sparse) == 1
 
 
+def test_multiple_choice_head_logits_score_each_choice_at_its_cls(monkeypatch):
+    """(B, C, T) inputs: every choice's row runs its last layer at ``[CLS]`` only, as one
+    batch of B x C rows, with the logits of the full pass."""
+    from bertkit.model import task_models
+
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, max_position_embeddings=64, attention_impl="unpadded")
+    torch.manual_seed(0)
+    model = BertForMultipleChoice(config).eval()
+    ids, types = torch.randint(5, 50, (2, 3, 20)), torch.zeros(2, 3, 20, dtype=torch.long)
+    types[..., 12:] = 1
+    mask = torch.ones_like(ids)
+    mask[0, 1, 9:] = 0
+    positions = []
+    monkeypatch.setattr(task_models, "encode_at_positions",
+                        lambda *args: positions.append(args[-1].shape) or encode_at_positions(*args))
+    with torch.inference_mode():
+        full = model(ids, types, mask).logits
+        got = model.head_logits(ids, types, mask)
+    assert got.shape == (2, 3) and positions == [(6, 1)]
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.skipif(not can_pack_fp32(), reason="needs a PyTorch with MKL")
 def test_head_logits_on_layers_packed_for_inference():
     """A layer packed for MKL (or quantised) computes its fused q/k/v as a whole."""

@@ -368,7 +368,7 @@ def test_packed_fp32_layers_answer_as_plain_ones_and_stay_linear_layers(tmp_path
         probe.packed = torch.ops.mkl._mkl_reorder_linear_weight(torch.zeros(4, layer.in_features), FP32_PACK_ROWS)
         assert torch.equal(probe(x), probe.bias.expand(5, 4))  # 5 rows: the packed copy
         assert not torch.equal(probe(x8), probe.bias.expand(8, 4))  # 8 rows: the plain weight
-        assert not torch.equal(probe(x[:1]), probe.bias.expand(1, 4))  # one row: the plain weight
+        assert torch.equal(probe(x[:1]), probe.bias.expand(1, 4))  # one row: the packed copy too
         assert layer(torch.zeros(0, layer.in_features)).shape == (0, layer.out_features)
         assert torch.allclose(copy.deepcopy(model)(few).logits, model(few).logits, atol=1e-6)
     with torch.no_grad():  # gradients or not, outside inference mode: the plain weight
@@ -389,3 +389,38 @@ def test_activations_keep_8_bits_where_the_cpu_has_vnni(tmp_path, cpu_class):
     save_int8(model, tmp_path / "int8")
     loaded = [m for m in load_model(tmp_path / "int8").modules() if isinstance(m, int8._dynamic_linear())]
     assert {m.reduce_range for m in loaded} == {cpu_class == "avx2"}
+
+
+def test_the_tied_masked_lm_decoder_is_packed_lazily_and_stays_tied(tmp_path, monkeypatch):
+    """A loaded fp32 masked-LM model's decoder runs on a packed copy made at its first product
+    (none while only embeddings are asked for), its weight still the word embeddings' (in a
+    deep copy too); fill-mask and SPLADE vectors answer as the plain head's, lone and batched."""
+    import copy
+
+    from bertkit.modeldir.int8 import Fp32PackedLinear
+
+    monkeypatch.setenv("BERTKIT_FP32_PACKED_ROWS", "768")
+    directory = make_task_model(tmp_path, "mlm")
+    bert, plain = load(directory, precision="fp32"), load(directory, precision="fp32")
+    plain.model.mlm_head.decoder = plain.model.mlm_head.decoder.as_linear()  # the head as built
+    decoder = bert.model.mlm_head.decoder
+    assert isinstance(decoder, Fp32PackedLinear) and decoder.packed is None
+    assert decoder.weight is bert.model.bert.embeddings.word_embeddings.weight
+    bert.embed(TEXTS)
+    assert decoder.packed is None
+    masked = ["the man [MASK] to the store .", "he is [MASK]", "she was [MASK] , the [MASK] was good !"]
+    for texts in (masked, [masked[1]]):  # batched; a lone text with one [MASK] (one row)
+        got = [c for text in bert.fill_mask(texts, top_k=3) for mask in text for c in mask]
+        want = [c for text in plain.fill_mask(texts, top_k=3) for mask in text for c in mask]
+        assert [c["token"] for c in got] == [c["token"] for c in want]
+        np.testing.assert_allclose([c["score"] for c in got], [c["score"] for c in want], rtol=1e-4)
+    assert decoder.packed is not None
+    for got, want in zip(bert.embed_sparse(TEXTS), plain.embed_sparse(TEXTS)):
+        assert [t["index"] for t in got] == [t["index"] for t in want]
+        np.testing.assert_allclose([t["value"] for t in got], [t["value"] for t in want], atol=1e-5)
+    twin = copy.deepcopy(bert.model)
+    assert twin.mlm_head.decoder.weight is twin.bert.embeddings.word_embeddings.weight
+    assert twin.mlm_head.decoder.weight is not decoder.weight and twin.mlm_head.decoder.lazy
+    served = load(directory, precision="fp32")
+    served.warm_up()  # what a server runs before its first request: the copy is made there
+    assert served.model.mlm_head.decoder.packed is not None

@@ -37,7 +37,7 @@ from bertkit.inference.features import run_model
 from bertkit.inference.heads import TaskInference, hidden_features, pooled_vectors
 from bertkit.model import BertModel, BertPreTrainedModel
 from bertkit.modeldir.entry import finetune_entry, resolve_max_seq_length
-from bertkit.modeldir.int8 import is_int8_dir, load_model, pack_fp32, prepare
+from bertkit.modeldir.int8 import is_int8_dir, load_model, pack_fp32, pack_now, prepare
 from bertkit.modeldir.st_layout import read_st_prompts
 from bertkit.precision import INFERENCE, INFERENCE_DEFAULT, autocast, from_dtype, resolve
 from bertkit.tasks.base import FeatureSet, Task
@@ -155,11 +155,14 @@ class BertInference(TaskInference):
         return None
 
     def warm_up(self, background: bool = False) -> None:
-        """Build the compiled graphs now (one input, several), not at the first requests; in
-        the thread whose thread count the kernels should use. ``background``: static INT8's
+        """Build the compiled graphs now (one input, several), and make the fp32 layers' packed
+        copies (:func:`~bertkit.modeldir.int8.pack_now`), not at the first requests; in the
+        thread whose thread count the kernels should use. ``background``: static INT8's
         batch graph (:func:`bertkit.inference.static_int8.warm_up`), or the compiled route's
         graphs (:func:`bertkit.inference.compiled.warm_up`), compile in a thread of their own
         while a slower form answers."""
+        if isinstance(self.model, torch.nn.Module):
+            pack_now(self.model)
         if getattr(self.model, "bertkit_static_int8", False):
             from bertkit.inference import static_int8
 

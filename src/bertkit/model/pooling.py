@@ -37,5 +37,9 @@ def splade_pool(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """SPLADE's sparse vector of each sequence: (B, V) ``max over tokens of log(1 + relu(l))``
     of the (B, T, V) masked-LM ``logits`` under the (B, T) ``mask`` (padding never counts;
     every value is >= 0, most exactly 0). sentence-transformers' ``SpladePooling`` (max)."""
-    values = torch.log1p(torch.relu(logits.float())) * mask.unsqueeze(-1).float()
-    return values.max(1).values
+    logits = logits.float()
+    if not bool(mask.all()):  # a padded token counts as a logit of 0, which log(1 + relu) maps to 0
+        logits = logits.masked_fill(~mask.bool().unsqueeze(-1), 0.0)
+    # log(1 + relu(l)) never decreases as l grows, so the max over tokens is taken first: one
+    # (B, V) transform instead of one per token (most of a lone text's SPLADE vector's time)
+    return torch.log1p(torch.relu(logits.amax(1)))

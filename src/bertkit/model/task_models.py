@@ -53,7 +53,9 @@ class MaskedLMHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         transformed = self.LayerNorm(self.act(self.dense(hidden)))
-        return F.linear(transformed, self.decoder.weight, self.bias)
+        if type(self.decoder) is nn.Linear:  # as built and trained: one product with the bias
+            return F.linear(transformed, self.decoder.weight, self.bias)
+        return self.decoder(transformed) + self.bias  # a decoder a loader replaced (an fp32 packed copy)
 
 
 def masked_lm(head: MaskedLMHead, sequence_output: torch.Tensor, mlm_labels: torch.Tensor | None):
@@ -194,6 +196,15 @@ class _ClassifierModel(BertPreTrainedModel):
         out.logits = self.classifier(self.dropout(features))
         return out
 
+    def _pooled_logits(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """(B, outputs) logits of a pooled head over (B, T) inputs, for inference: the last
+        layer at ``[CLS]`` only, the one position the pooler reads, where
+        :func:`~bertkit.model.sparse_last_layer.cls_pays` says so; else the whole pass."""
+        if not cls_pays(self.bert, input_ids):
+            return self._scores(input_ids, token_type_ids, attention_mask, False, False).logits
+        out = encode_at_positions(self.bert, input_ids, token_type_ids, attention_mask, at_cls(input_ids))
+        return self.classifier(self.dropout(out.pooled_output))
+
 
 class BertForSequenceClassification(_ClassifierModel):
     """Pooled ``[CLS]`` -> dropout -> linear; ``num_labels == 1`` means regression (MSE).
@@ -225,13 +236,9 @@ class BertForSequenceClassification(_ClassifierModel):
         return out
 
     def head_logits(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """``forward(...).logits`` alone (within float rounding), for inference: the last
-        layer at ``[CLS]`` only, the one position the pooler reads, where
-        :func:`~bertkit.model.sparse_last_layer.cls_pays` says so."""
-        if not cls_pays(self.bert, input_ids):
-            return self(input_ids, token_type_ids, attention_mask).logits
-        out = encode_at_positions(self.bert, input_ids, token_type_ids, attention_mask, at_cls(input_ids))
-        return self.classifier(self.dropout(out.pooled_output))
+        """``forward(...).logits`` alone (within float rounding), for inference
+        (:meth:`_pooled_logits`: the last layer at ``[CLS]`` only where that pays)."""
+        return self._pooled_logits(input_ids, token_type_ids, attention_mask)
 
 
 class BertForTokenClassification(_ClassifierModel):
@@ -335,6 +342,16 @@ class BertForMultipleChoice(_ClassifierModel):
         if labels is not None:
             out.loss = F.cross_entropy(out.logits.float(), labels.reshape(-1).long())
         return out
+
+    def head_logits(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        """(B, C) ``forward(...).logits`` alone (within float rounding), for inference: every
+        choice's row through :meth:`_pooled_logits` (its last layer at ``[CLS]`` only where that pays)."""
+        batch, choices, length = input_ids.shape
+
+        def flat(t):
+            return None if t is None else t.reshape(batch * choices, length)
+
+        return self._pooled_logits(flat(input_ids), flat(token_type_ids), flat(attention_mask)).view(batch, choices)
 
 
 TASK_MODELS = {

@@ -30,6 +30,7 @@ without re-quantising.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import json
@@ -337,25 +338,28 @@ class PackedLinear(nn.Module):
 
 class Fp32PackedLinear(nn.Linear):
     """An fp32 ``nn.Linear`` (its own weight and bias, saved and read as usual) that runs an
-    input of 2 to ``rows`` rows, in inference mode, on a copy of its weight packed once for
+    input of 1 to ``rows`` rows, in inference mode, on a copy of its weight packed once for
     MKL's sgemm (``cblas_sgemm_pack``, through ``torch.ops.mkl``): PyTorch's own fp32 product is
     the same MKL sgemm, but it packs the weight again at every call, which at a few rows is
-    most of the work (:func:`fp32_packed_rows`). Any other call (more rows, one row, gradients,
+    most of the work (:func:`fp32_packed_rows`). Any other call (more rows, gradients,
     another dtype) runs the plain product. The copy is made for a loaded model that is not
     trained further (:func:`pack_fp32`), and made again when torch's thread count changes: a
     copy packed on one thread ran 1.2-1.7x slower than the plain product on two (VNNI Xeon,
     BERT-Base's layers, 16-128 rows), one packed on two threads as fast on one as one packed
     there. It is never copied (MKL's packed buffer must stay at its address: a deep copy packs
     again). Under ``torch.compile`` it is one operator, :func:`fp32_packed_linear`, that makes
-    the same choice when the graph runs."""
+    the same choice when the graph runs. ``lazy``: the copy is made at the first product that
+    uses it, not now (a layer a model may never run, such as a masked-LM decoder of 30,522 rows
+    when only embeddings are asked for, then costs no memory or start-up)."""
 
-    def __init__(self, linear: nn.Linear, rows: int):
+    def __init__(self, linear: nn.Linear, rows: int, lazy: bool = False):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias
-        self.rows = rows
+        self.weight, self.bias = linear.weight, linear.bias  # the same parameters: a tied weight stays tied
+        self.rows, self.lazy = rows, lazy
         self.packed, self.packed_threads = None, 0
-        self.packed_for(torch.get_num_threads())
+        if not lazy:
+            self.packed_for(torch.get_num_threads())
         self.handle = next(_HANDLES)
         _PACKED_LAYERS[self.handle] = self
 
@@ -376,17 +380,20 @@ class Fp32PackedLinear(nn.Linear):
         return self.product(x)
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
-        """``x @ weight.T + bias``: on the packed copy for 2 to ``rows`` rows of fp32 in
+        """``x @ weight.T + bias``: on the packed copy for 1 to ``rows`` rows of fp32 in
         inference mode, where this shape packs alike; else the plain product."""
         if (x.dtype is torch.float32 and torch.is_inference_mode_enabled()
-                and self.in_features < x.numel() <= self.rows * self.in_features):  # 2 to rows rows
+                and 0 < x.numel() <= self.rows * self.in_features):  # 1 to rows rows
             packed = self.packed_for(torch.get_num_threads())
             if packed is not None:
                 return _packed_product(x, packed, self.weight, self.bias)
         return nn.functional.linear(x, self.weight, self.bias)
 
     def __deepcopy__(self, memo):
-        return Fp32PackedLinear(self.as_linear(), self.rows)
+        plain = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
+        plain.weight = copy.deepcopy(self.weight, memo)  # through memo: a weight tied elsewhere stays tied
+        plain.bias = copy.deepcopy(self.bias, memo)
+        return Fp32PackedLinear(plain, self.rows, self.lazy)
 
     def as_linear(self) -> nn.Linear:
         """A plain ``nn.Linear`` holding this layer's weight and bias (copies)."""
@@ -439,14 +446,14 @@ def _packing_answers_alike(in_features: int, out_features: int, threads: int) ->
     """Whether a weight of this shape packed for :data:`FP32_PACK_ROWS` rows under torch's
     thread count now (``threads``, the cache's key) gives the plain product's answers (to
     rounding) at other row counts on this machine: checked once per shape, thread count and
-    process at 2, 3, 17 and 301 rows on a random weight (MKL documents a packed copy for the
+    process at 1, 2, 3, 17 and 301 rows on a random weight (MKL documents a packed copy for the
     row count it was packed for only)."""
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=generator) / in_features ** 0.5
     bias = torch.randn(out_features, generator=generator)
     packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, FP32_PACK_ROWS)
     with torch.inference_mode():
-        for rows in (2, 3, 17, 301):
+        for rows in (1, 2, 3, 17, 301):
             x = torch.randn(rows, in_features, generator=generator)
             got = _packed_product(x, packed, weight, bias)
             if not torch.allclose(got, nn.functional.linear(x, weight, bias), rtol=1e-5, atol=1e-5):
@@ -455,12 +462,13 @@ def _packing_answers_alike(in_features: int, out_features: int, threads: int) ->
 
 
 def pack_fp32(model: nn.Module) -> nn.Module:
-    """``model`` (fp32, on the CPU, loaded for inference) with its fp32 linear layers (not the
-    masked-LM decoder) as :class:`Fp32PackedLinear`, in place, where this CPU class has a
-    measured threshold (:func:`fp32_packed_rows`) and this PyTorch has MKL
-    (:func:`can_pack_fp32`); a layer whose shape does not pack alike here
-    (:func:`_packing_answers_alike`) stays plain. The answers move by rounding only (BERT-Base
-    logits within 3e-7 of the plain layers')."""
+    """``model`` (fp32, on the CPU, loaded for inference) with its fp32 linear layers as
+    :class:`Fp32PackedLinear`, in place, where this CPU class has a measured threshold
+    (:func:`fp32_packed_rows`) and this PyTorch has MKL (:func:`can_pack_fp32`); a layer whose
+    shape does not pack alike here (:func:`_packing_answers_alike`) stays plain. The masked-LM
+    decoder (its weight still the word embeddings') is packed lazily, at its first product of
+    1 or more rows. The answers move by rounding only (BERT-Base logits within 3e-7 of the
+    plain layers')."""
     rows = fp32_packed_rows()
     if rows <= 0 or not _on_cpu(model) or not can_pack_fp32():
         return model
@@ -470,7 +478,21 @@ def pack_fp32(model: nn.Module) -> nn.Module:
                 and _packing_answers_alike(layer.in_features, layer.out_features, torch.get_num_threads())):
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, Fp32PackedLinear(layer, rows))
+    head = getattr(model, "mlm_head", None)
+    if head is not None and type(head.decoder) is nn.Linear and head.decoder.weight.dtype is torch.float32:
+        head.decoder = Fp32PackedLinear(head.decoder, rows, lazy=True)
     return model
+
+
+def pack_now(model: nn.Module) -> None:
+    """Every :class:`Fp32PackedLinear` of ``model`` with its copy made now, for torch's thread
+    count in the calling thread: one packed lazily (the masked-LM decoder: about 1 s for
+    BERT-Base's, its check included) or under another count (the server loads on one thread),
+    so that the first requests do not pay for it."""
+    threads = torch.get_num_threads()
+    for module in model.modules():
+        if isinstance(module, Fp32PackedLinear):
+            module.packed_for(threads)
 
 
 def unpack_linears(model: nn.Module, fp32: bool = True) -> nn.Module:

@@ -123,8 +123,10 @@ class SwagTask(Task):
 
     def row_outputs(self, model, ids, types, mask, lengths) -> list:
         """Each row's choice score: the rows of a batch scored as the choices of one example
-        (a choice's score depends on its own row only)."""
-        return list(model(ids[None], types[None], mask[None]).logits.float()[0].cpu().numpy())
+        (a choice's score depends on its own row only); from the model's ``head_logits`` where
+        it has one (the last layer at each row's ``[CLS]`` only, where that pays)."""
+        score = model.head_logits if hasattr(model, "head_logits") else lambda *rows: model(*rows).logits
+        return list(score(ids[None], types[None], mask[None]).float()[0].cpu().numpy())
 
 
 def create_task(name: str = "swag", **options) -> SwagTask:
