@@ -94,6 +94,20 @@ def test_the_masked_lm_heads_benchmark_runs_on_a_toy_masked_lm(tmp_path):
     assert "same non-zero terms 6/6" in done.stdout and "| fill-mask | transformers |" in done.stdout, done.stdout
 
 
+def test_the_bf16_cls_only_check_runs_on_a_toy_classifier(tmp_path):
+    """bench/cls_only_bf16.py on a toy classifier and toy sentences: its three gaps and timing."""
+    from tests.task_models import make_task_model
+
+    model, data = make_task_model(tmp_path, "classify"), tmp_path / "dev.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"the man went to the store {i} and he is good .\t1\n"
+                                                    for i in range(8)))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cls_only_bf16.py"), "--model", str(model),
+                           "--data", str(data), "--sentences", "8", "--batch", "8", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[CLS] only vs full, the same batches:" in done.stdout and "ms a row" in done.stdout, done.stdout
+
+
 def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
     """bench/serve_cpu.py: both apps (bertkit's and the pipeline's) answer a toy SST-2 model's
     requests in process, and the table has a row for each."""
