@@ -233,3 +233,18 @@ def test_classifier_rows_and_cls_embeddings_run_the_last_layer_at_cls_only(tmp_p
     for module in (heads, task_models):
         monkeypatch.setattr(module, "cls_pays", lambda *args: False)
     np.testing.assert_allclose(at_cls, answers(), atol=1e-5)
+
+
+@pytest.mark.parametrize("budget", [1, 12, 10_000])
+def test_sparse_vectors_alike_whatever_rows_the_head_takes_at_once(tmp_path, monkeypatch, budget):
+    """The masked-LM head runs on several rows' real tokens at once (up to a token budget, a
+    longer row alone): every text's SPLADE terms are those of its own row run alone."""
+    from bertkit.inference import heads
+
+    bert = load(make_task_model(tmp_path, "mlm"))
+    texts = TEXTS + [" ".join(TEXTS), "he"]
+    alone = [bert.embed_sparse(t) for t in texts]
+    monkeypatch.setattr(heads, "SPARSE_HEAD_TOKENS", budget)
+    for got, want in zip(bert.embed_sparse(texts), alone):
+        assert [t["index"] for t in got] == [t["index"] for t in want]
+        np.testing.assert_allclose([t["value"] for t in got], [t["value"] for t in want], atol=1e-5)

@@ -107,18 +107,27 @@ class _StateRows:
         return [hidden[i, :n] for i, n in enumerate(lengths)]
 
 
+# real tokens a masked-LM head call takes when making SPLADE vectors: its logits are
+# vocabulary-wide (30,522 floats a token: 31 MB for 256), and the decoder's product runs faster
+# on more rows (BERT-Tiny's: 125 us a row at 20 rows, 95 at 64; VNNI Xeon, one thread)
+SPARSE_HEAD_TOKENS = 256
+
+
 class _SparseRows:
     """Rows -> each row's SPLADE vector (:func:`splade_pool` of the masked-LM logits) as the
     ``(indices, values)`` of its non-zero terms, indices ascending (``/embed_sparse``). The
-    vocabulary-wide logits are made one row at a time, to bound their memory."""
+    head runs on the real tokens of a few rows at a time (:data:`SPARSE_HEAD_TOKENS`), which
+    bounds the vocabulary-wide logits' memory."""
 
     def row_outputs(self, model, ids, types, mask, lengths) -> list:
         hidden = model.encoder_model()(ids, types, mask).last_hidden_state
         result = []
-        for i, n in enumerate(lengths):
-            vector = splade_pool(model.mlm_head(hidden[i: i + 1, :n]), mask[i: i + 1, :n])[0].cpu().numpy()
-            where = np.flatnonzero(vector)
-            result.append((where, vector[where]))
+        for rows in token_batches(range(len(lengths)), lengths.__getitem__, SPARSE_HEAD_TOKENS, len(lengths)):
+            logits = model.mlm_head(torch.cat([hidden[i, :lengths[i]] for i in rows]))
+            for part in logits.split([lengths[i] for i in rows]):
+                vector = splade_pool(part[None], mask.new_ones(1, len(part)))[0].cpu().numpy()
+                where = np.flatnonzero(vector)
+                result.append((where, vector[where]))
         return result
 
 
