@@ -47,8 +47,9 @@ def cls_pays(bert, input_ids: torch.Tensor) -> bool:
     (not a compiled or quantised route put in its place, which computes every position), not
     causal (a causal model pools its last token), for a batch of
     :data:`SPARSE_CLS_MIN_POSITIONS` other positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
-    scale (dynamic INT8) would then depend on the batch's size, and a model's doors must
-    answer alike."""
+    scale (dynamic INT8) might then depend on the batch's size, and a model's doors must
+    answer alike (emulated bf16 gave the full layer's logits exactly; native bf16 is
+    unmeasured: ``bench/cls_only_bf16.py`` is the check to run there before bf16 comes in)."""
     layers = bert.encoder.layer
     if ("forward" in vars(bert) or bert.encoder.causal or torch.is_autocast_enabled(input_ids.device.type)
             or input_ids.numel() - input_ids.shape[0] < SPARSE_CLS_MIN_POSITIONS):
