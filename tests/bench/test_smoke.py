@@ -79,33 +79,40 @@ def test_the_embedding_parity_check_runs_on_a_toy_masked_lm(tmp_path):
     assert "same non-zero terms 10/10" in done.stdout, done.stdout
 
 
+def run_bench(script: str, *args) -> str:
+    """``bench/SCRIPT.py ARGS`` run to its end (exit 0): its stdout."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def sentences_tsv(path, sentence: str, count: int):
+    """A dev.tsv of ``count`` numbered copies of ``sentence`` (``{i}`` in it), SST-2's columns."""
+    path.write_text("sentence\tlabel\n" + "".join(sentence.format(i=i) + "\t1\n" for i in range(count)))
+    return path
+
+
 def test_the_masked_lm_heads_benchmark_runs_on_a_toy_masked_lm(tmp_path):
     """bench/mlm_heads.py: embed_sparse and fill-mask against sentence-transformers and the
     transformers pipeline on a toy masked-LM model, the answers compared before the table."""
     pytest.importorskip("sentence_transformers")
     from tests.task_models import make_task_model
 
-    model, data = make_task_model(tmp_path, "mlm"), tmp_path / "dev.tsv"
-    data.write_text("sentence\tlabel\n" + "".join(f"the man went to the store {i} .\t1\n" for i in range(6)))
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "mlm_heads.py"), "--model", str(model),
-                           "--data", str(data), "--texts", "6", "--batch", "4", "--rounds", "1"],
-                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "same non-zero terms 6/6" in done.stdout and "| fill-mask | transformers |" in done.stdout, done.stdout
+    data = sentences_tsv(tmp_path / "dev.tsv", "the man went to the store {i} .", 6)
+    out = run_bench("mlm_heads", "--model", make_task_model(tmp_path, "mlm"), "--data", data,
+                    "--texts", 6, "--batch", 4, "--rounds", 1)
+    assert "same non-zero terms 6/6" in out and "| fill-mask | transformers |" in out, out
 
 
 def test_the_bf16_cls_only_check_runs_on_a_toy_classifier(tmp_path):
     """bench/cls_only_bf16.py on a toy classifier and toy sentences: its three gaps and timing."""
     from tests.task_models import make_task_model
 
-    model, data = make_task_model(tmp_path, "classify"), tmp_path / "dev.tsv"
-    data.write_text("sentence\tlabel\n" + "".join(f"the man went to the store {i} and he is good .\t1\n"
-                                                    for i in range(8)))
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cls_only_bf16.py"), "--model", str(model),
-                           "--data", str(data), "--sentences", "8", "--batch", "8", "--rounds", "1"],
-                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "[CLS] only vs full, the same batches:" in done.stdout and "ms a row" in done.stdout, done.stdout
+    data = sentences_tsv(tmp_path / "dev.tsv", "the man went to the store {i} and he is good .", 8)
+    out = run_bench("cls_only_bf16", "--model", make_task_model(tmp_path, "classify"), "--data", data,
+                    "--sentences", 8, "--batch", 8, "--rounds", 1)
+    assert "[CLS] only vs full, the same batches:" in out and "ms a row" in out, out
 
 
 def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
