@@ -114,10 +114,13 @@ def cpu_class() -> str | None:
     """Which of :data:`CPU_CLASSES` this CPU is (``BERTKIT_CPU_CLASS``'s when set), from its
     flags: AMX, else ``avx512_bf16``, else VNNI, else AVX2; None for another CPU (Arm, or x86
     without AVX2)."""
-    override = cpu_class_override()
-    if override:
-        return override
-    flags = cpu_flags(this_cpuinfo() or "")
+    return cpu_class_override() or _own_class()
+
+
+@functools.cache
+def _own_class() -> str | None:
+    """This CPU's own class, read once a process (hot paths ask, and the flags never change)."""
+    flags = cpu_flags(_real_cpuinfo() or "")
     for name in ("amx", "avx512-bf16", "avx512-vnni", "avx2"):
         if CPU_CLASSES[name][-1] in flags:
             return name

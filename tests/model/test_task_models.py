@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.config import BertConfig
+from bertkit.cpu import CPU_CLASS_ENV, CPU_CLASSES
 from bertkit.model import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -15,7 +16,7 @@ from bertkit.model import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertkit.model.sparse_last_layer import encode_at_positions
+from bertkit.model.sparse_last_layer import cls_pays, encode_at_positions
 from bertkit.modeldir.int8 import Fp32PackedLinear, can_pack_fp32
 
 CFG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -97,15 +98,41 @@ def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monk
         short = ids[:1, :SPARSE_CLS_MIN_POSITIONS]
         torch.testing.assert_close(model.head_logits(short), model(short).logits, rtol=1e-5, atol=1e-6)
         assert len(sparse) == 1
-        with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16: every position, as forward
-            assert model.head_logits(ids, None, mask).equal(model(ids, None, mask).logits)
-        assert len(sparse) == 1
         # an encoder routed elsewhere (compiled, static INT8) computes every position: its forward runs
         routed = []
         own = model.bert.forward
         model.bert.forward = lambda *args, **kwargs: routed.append(1) or own(*args, **kwargs)
         torch.testing.assert_close(model.head_logits(ids, None, mask), full)
         assert routed == [1] and len(sparse) == 1
+
+
+@pytest.mark.parametrize("klass", CPU_CLASSES)
+@pytest.mark.parametrize("stored", ["fp32 weights", "bf16 packed"])
+def test_bf16_head_logits_read_cls_alone_on_the_classes_measured_to_agree(monkeypatch, klass, stored):
+    from bertkit.model import task_models
+    from bertkit.model.sparse_last_layer import CLS_ONLY_BF16_CLASSES
+    from bertkit.modeldir.int8 import prepare
+
+    monkeypatch.setenv(CPU_CLASS_ENV, klass)
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config, num_labels=3).eval()
+    if stored == "bf16 packed":
+        prepare(model, "bf16")
+    ids = torch.randint(5, 50, (4, 30))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    sparse = []
+    monkeypatch.setattr(task_models, "encode_at_positions",
+                        lambda *args: sparse.append(1) or encode_at_positions(*args))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        cls_only = model.head_logits(ids, None, mask)
+        full = model(ids, None, mask).logits
+    assert sparse == ([1] if klass in CLS_ONLY_BF16_CLASSES else [])
+    torch.testing.assert_close(cls_only.float(), full.float(), rtol=0.02, atol=0.02)  # bf16 ulps at most
+    with torch.inference_mode():  # dynamic INT8 computes every position: its scale is the batch's
+        assert not cls_pays(prepare(BertForSequenceClassification(config, num_labels=3).eval(), "int8").bert, ids)
 
 
 def test_multiple_choice_head_logits_score_each_choice_at_its_cls(monkeypatch):

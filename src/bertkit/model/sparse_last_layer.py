@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit import cpu
 from bertkit.config import IGNORE_INDEX
 from bertkit.model.attention import MultiHeadSelfAttention
 from bertkit.model.encoder import EncoderLayer
@@ -37,27 +38,42 @@ SPARSE_LAST_LAYER_MAX_SHARE = 0.5
 # sentence of 21-37 tokens: BERT-Tiny 1.04-1.06x the time, BERT-Base 0.98-1.00x; from 57
 # tokens 0.95-0.97x both; batches of 16 sentences BERT-Tiny 0.70x; VNNI Xeon, fp32, 2026-11-27)
 SPARSE_CLS_MIN_POSITIONS = 48
+# CPU classes (bertkit.cpu.cpu_class) where bf16's last layer at [CLS] only gave exactly the
+# full layer's logits (bench/cls_only_bf16.py, batches of 16 random SST-2 dev sentences: max
+# |difference| 0.0 and no label flips, while each sentence alone against the same sentence in
+# a batch already differs by 7.8e-3, a bf16 ulp, on the full layer): the avx512_bf16 EPYC,
+# native bf16 (BERT-Tiny SST-2 256 sentences, 0.73x the time a row; BERT-Base-sized 64, 0.92x;
+# 2026-12-01), and the VNNI Xeon, emulated (2026-11-27). The AMX Xeon is not measured: bf16
+# passes there compute every position.
+CLS_ONLY_BF16_CLASSES = frozenset({"avx512-bf16", "avx512-vnni"})
 
 
 def cls_pays(bert, input_ids: torch.Tensor) -> bool:
     """Whether an inference pass of ``bert`` (a ``BertModel``) that reads ``[CLS]`` alone (a
     classifier's pooler, a ``cls``-pooled embedding) runs its last layer there only
-    (:func:`encode_at_positions`): in fp32 (``nn.Linear`` layers of fp32 weights, as loaded or
-    packed for MKL, outside autocast on the inputs' device), on the encoder's own forward pass
-    (not a compiled or quantised route put in its place, which computes every position), not
-    causal (a causal model pools its last token), for a batch of
-    :data:`SPARSE_CLS_MIN_POSITIONS` other positions. bf16 and INT8 compute every position: a row's rounding (bf16) or activation
-    scale (dynamic INT8) might then depend on the batch's size, and a model's doors must
-    answer alike (emulated bf16 gave the full layer's logits exactly; native bf16 is
-    unmeasured: ``bench/cls_only_bf16.py`` is the check to run there before bf16 comes in)."""
+    (:func:`encode_at_positions`): on the encoder's own forward pass (not a compiled or
+    quantised route put in its place, which computes every position), not causal (a causal
+    model pools its last token), for a batch of :data:`SPARSE_CLS_MIN_POSITIONS` other
+    positions, and where the last layer's products give a row the same numbers whatever rows
+    are computed beside it: in fp32 (``nn.Linear`` layers of fp32 weights, as loaded or packed
+    for MKL, outside autocast), and in bf16 (autocast on the CPU; ``nn.Linear`` or a product
+    whose ``dtype`` says bf16, as the engine's packed bf16 layers) on the CPU classes of
+    :data:`CLS_ONLY_BF16_CLASSES`. Dynamic INT8 computes every position: its activation scale
+    is the batch's."""
     layers = bert.encoder.layer
-    if ("forward" in vars(bert) or bert.encoder.causal or torch.is_autocast_enabled(input_ids.device.type)
+    if ("forward" in vars(bert) or bert.encoder.causal or not len(layers)
             or input_ids.numel() - input_ids.shape[0] < SPARSE_CLS_MIN_POSITIONS):
         return False
-    last = layers[-1] if len(layers) else None
-    products = () if last is None else (last.attention.self.qkv, last.attention.output.dense,
-                                         last.intermediate.dense, last.output.dense)
-    return all(isinstance(p, nn.Linear) and p.weight.dtype is torch.float32 for p in products)
+    last = layers[-1]
+    products = (last.attention.self.qkv, last.attention.output.dense, last.intermediate.dense,
+                last.output.dense)
+    device = input_ids.device.type
+    if not torch.is_autocast_enabled(device):
+        return all(isinstance(p, nn.Linear) and p.weight.dtype is torch.float32 for p in products)
+    if (device != "cpu" or torch.get_autocast_dtype("cpu") is not torch.bfloat16
+            or cpu.cpu_class() not in CLS_ONLY_BF16_CLASSES):
+        return False
+    return all(isinstance(p, nn.Linear) or getattr(p, "dtype", None) is torch.bfloat16 for p in products)
 
 
 def at_cls(input_ids: torch.Tensor) -> torch.Tensor:

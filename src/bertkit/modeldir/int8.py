@@ -303,6 +303,8 @@ class PackedLinear(nn.Module):
     plain bf16 weight back (a copy), and the state dict holds it, so the layer saves and
     reads as an ``nn.Linear``."""
 
+    dtype = torch.bfloat16  # what its product computes in (sparse_last_layer.cls_pays reads it)
+
     def __init__(self, linear: nn.Linear):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
