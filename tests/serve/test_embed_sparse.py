@@ -44,7 +44,11 @@ def test_embed_sparse_answers_the_nonzero_splade_terms(tmp_path):
     with TestClient(create_app(ServeConfig(model=str(directory)))) as client:
         answer = client.post("/embed_sparse", json={"inputs": TEXTS}).json()
         one = client.post("/embed_sparse", json={"inputs": TEXTS[1]}).json()
-    assert len(answer) == 3 and one == [answer[1]]
+    # a lone text and the same text in a batch: the same terms, values to float rounding (a
+    # matrix product's rows may round apart by the rows beside them: MKL on the AMD EPYC does)
+    assert len(answer) == 3 and len(one) == 1
+    assert [t["index"] for t in one[0]] == [t["index"] for t in answer[1]]
+    np.testing.assert_allclose([t["value"] for t in one[0]], [t["value"] for t in answer[1]], atol=1e-6)
     for text, terms in zip(TEXTS, answer):
         indices = [t["index"] for t in terms]
         assert indices == sorted(indices) and all(t["value"] > 0 for t in terms)
@@ -96,7 +100,8 @@ def test_pooling_splade_serves_the_dense_vector_on_embed_as_tei(tmp_path, capsys
         assert len(vector) == size
         np.testing.assert_allclose(vector, as_dense(terms, size), atol=1e-6)
         np.testing.assert_allclose(vector, splade_reference(bert, text), atol=1e-5)
-    assert cut == [dense[0][:7]]
+    assert len(cut) == 1 and len(cut[0]) == 7
+    np.testing.assert_allclose(cut[0], dense[0][:7], atol=1e-6)  # lone vs in a batch: rounding
     assert normalized.status_code == 424 and "`normalize` is not available for SPLADE" in normalized.json()["error"]
     assert every_token.status_code == 424 and "`embed_all` is not available" in every_token.json()["error"]
     assert layers.status_code == 422 and "layers" in layers.json()["error"]
