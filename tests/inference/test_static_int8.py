@@ -252,7 +252,7 @@ def test_activations_keep_8_bits_where_the_cpu_has_vnni(cpu_class):
     assert config.input_activation.quant_max == (127 if cpu_class == "avx2" else 255)
 
 
-@pytest.mark.parametrize("cls, autotuned", [("amx", True), ("avx512-bf16", False), ("avx512-vnni", False),
+@pytest.mark.parametrize("cls, autotuned", [("amx", True), ("avx512-bf16", True), ("avx512-vnni", False),
                                             ("avx2", False)])
 def test_the_package_autotunes_only_on_the_measured_cpu_classes(monkeypatch, cls, autotuned):
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)

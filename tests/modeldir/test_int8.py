@@ -184,7 +184,7 @@ def test_the_small_row_threshold_is_the_cpu_classs_own(tmp_path, monkeypatch, cp
 
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cpu_class)
     monkeypatch.delenv("BERTKIT_INT8_SMALL_ROWS", raising=False)
-    expected = {"avx2": 256, "amx": 16, "avx512-vnni": 64, "avx512-bf16": 0}[cpu_class]
+    expected = {"avx2": 256, "amx": 16, "avx512-vnni": 64, "avx512-bf16": 128}[cpu_class]
     assert int8.small_rows() == expected
     quantized = torch.backends.quantized
     if {INT8_ENGINE, int8.SMALL_ENGINE} <= set(quantized.supported_engines) and INT8_ENGINE != int8.SMALL_ENGINE:

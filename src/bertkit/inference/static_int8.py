@@ -71,9 +71,13 @@ MIN_TORCH = (2, 13)
 # product and keeps the faster. Measured on the AMX Xeon (BERT-Base, one thread, CPU clock): the
 # package ran 1 x 128 in 29.7 ms against 39.7, 1 x 40 in 16.2 against 22.5, 8 x 128 in 203 against
 # 227, and built in 59 s against 37 (bench/results/inference-static-int8-autotune-amx-2026-11-26.md).
-# Other classes are not measured and build without it; the batch graph gained nothing (194 against
-# 199 ms at 8 x 128) and stays as it is.
-AUTOTUNED_CLASSES = frozenset({"amx"})
+# On the avx512_bf16 EPYC the templates' micro-kernels are AVX-512 VNNI: the package (same
+# model and clock, four interleaved rounds, one process) ran 1 x 16 in 12.6 ms against 14.2, 1 x 40
+# in 25.5 against 26.8, 1 x 128 level (77.5 against 77.9) (2026-12-01, one-off script in
+# docs/serving-results.md, "On the AMD EPYC with avx512_bf16"). Other classes are not measured and
+# build without it; the batch graph gained nothing (194 against 199 ms at 8 x 128 on AMX; 592
+# against 596 on the EPYC) and stays as it is.
+AUTOTUNED_CLASSES = frozenset({"amx", "avx512-bf16"})
 # Inductor hands each INT8 product to oneDNN, which builds a primitive per matrix shape (0.2-0.25
 # ms each for BERT-Tiny's products on the VNNI Xeon) and keeps them in a cache that bertkit bounds
 # at 64 (bertkit.cpu.bound_onednn_cache: memory). Texts of every length missed it at nearly every

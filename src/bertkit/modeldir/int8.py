@@ -64,11 +64,14 @@ INT8_ENGINE = os.environ.get("BERTKIT_INT8_ENGINE", "onednn")
 #   1-32 rows, 0.62-0.87 at 64, 0.74-1.25 at 128 (the 768 x 3072 layer slower), 0.87-1.12 at
 #   256; BERT-Base end to end, 64 against no second copy: lone inputs of 16 / 32 / 64 tokens
 #   15% / 20% / 7% faster, 1 x 128 level (a threshold of 128 made 1 x 128 7% slower).
-# A class not measured (avx512-bf16, another CPU) gets no second copy: every
+# * avx512-bf16 (AMD EPYC, native bf16; 2 threads, 2026-12-01): x86 takes 0.39-0.76x onednn's
+#   time at 1-24 rows, 0.51-0.91 at 64, 0.74-0.88 at 128 on all but the 768 x 3072 layer (1.05),
+#   0.83-1.02 at 256, 0.96-1.14 at 1,024 and 1.11-2.99 at 4,096.
+# A class not measured (another CPU) gets no second copy: every
 # input runs on INT8_ENGINE, as PyTorch would, rather than a threshold measured on another
 # class. BERTKIT_INT8_SMALL_ROWS overrides; 0 packs one copy only.
 SMALL_ENGINE = "x86"
-SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16, "avx512-vnni": 64}
+SMALL_ROWS_BY_CLASS = {"avx2": 256, "amx": 16, "avx512-vnni": 64, "avx512-bf16": 128}
 UNMEASURED_ROWS = 0  # a class without a measured threshold: no second copy (INT8 or fp32)
 
 
