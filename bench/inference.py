@@ -13,7 +13,9 @@ Measures sequences/s of the bare encoder forward pass (``torch.inference_mode``,
   "bertkit compiled" (``torch.compile(dynamic=True)``, compiled before timing).
 
 ``--precision`` times the precision axis instead: a sequence classifier (random weights, the
-same in every row) as bertkit fp32 / bf16 / INT8 as the engine runs each (fp32 with
+same in every row) as bertkit fp32 / bf16 / INT8 as the engine runs each (its classifier
+rows through ``head_logits``: the last layer at ``[CLS]`` alone where ``cls_pays`` says so,
+fp32 everywhere and bf16 on the classes measured to agree; fp32 with
 ``pack_fp32``'s MKL-packed copy for few rows where the CPU class has one; "bertkit fp32 plain"
 without it), bertkit fp32 / bf16 compiled (the engine's
 ``compile="on"`` route, :mod:`bertkit.inference.compiled`, compiled before timing), ONNX Runtime fp32 / INT8 (``export-onnx``),
@@ -380,9 +382,9 @@ def precision_runners(model, directory, names, tmp, calibration=None):
     runners = {}
 
     def bertkit(m, precision):
-        def run(ids, types, mask):
+        def run(ids, types, mask):  # as the engine's classifier rows: head_logits ([CLS] alone where cls_pays)
             with torch.inference_mode(), autocast(precision):
-                return m(ids, types, mask).logits.float()
+                return m.head_logits(ids, types, mask).float()
         return run
 
     for precision in ("fp32", "bf16", "int8"):  # as the engine runs each (modeldir.int8.prepare)

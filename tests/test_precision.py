@@ -22,10 +22,12 @@ from bertkit.errors import BertkitError
 from bertkit.precision import (
     BF16_LONG_INPUTS,
     BF16_MIN_HIDDEN,
+    BF16_MIN_HIDDEN_BY_CLASS,
     INFERENCE,
     RESOLVED,
     TRAINING,
     autocast,
+    bf16_min_hidden,
     check,
     from_dtype,
     resolve,
@@ -174,3 +176,19 @@ def test_auto_picks_bf16_only_for_a_model_wide_enough(cpu_class, training):
     # narrow, but trained on long inputs (SQuAD's 384 tokens): bf16 where native
     long = resolve("auto", CPU, TRAINING, hidden_size=128, training=training, seq_length=BF16_LONG_INPUTS)[0]
     assert long == ("bf16" if native and training else "fp32")
+
+
+@pytest.mark.parametrize("name", list(CPU_CLASSES))
+def test_auto_reads_the_bf16_width_measured_on_each_cpu_class(monkeypatch, name):
+    """The avx512_bf16 EPYC's bf16 inference pays from hidden 256 (its own crossover); AMX
+    keeps 768; classes without native bf16 run fp32 at any width."""
+    monkeypatch.setenv(CPU_CLASS_ENV, name)
+    own = BF16_MIN_HIDDEN_BY_CLASS.get(name, BF16_MIN_HIDDEN)
+    assert bf16_min_hidden("inference") == own["inference"] and bf16_min_hidden("training") == own["training"]
+    native = name in ("avx512-bf16", "amx")
+    mini = resolve("auto", CPU, INFERENCE, hidden_size=256)
+    assert mini[0] == ("bf16" if name == "avx512-bf16" else "fp32")
+    assert ("hidden size 256 < 768" in mini[1]) is (name == "amx")
+    assert resolve("auto", CPU, INFERENCE, hidden_size=128)[0] == "fp32"  # BERT-Tiny: fp32 everywhere
+    assert resolve("auto", CPU, INFERENCE, hidden_size=768)[0] == ("bf16" if native else "fp32")
+    assert resolve("auto", CPU, TRAINING, hidden_size=128, training=True)[0] == "fp32"

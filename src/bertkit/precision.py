@@ -15,7 +15,8 @@ Names (:data:`PRECISIONS`):
 ``auto``: on a GPU, bf16 where it supports bf16, else fp16; on the CPU, bf16 where the
 processor computes bf16 natively (:func:`bertkit.cpu.cpu_bf16_support`: ``avx512_bf16``, AMX,
 Arm ``bf16``; ``BERTKIT_CPU_CLASS`` overrides what the CPU is taken to have) **and** the model
-is at least :data:`BF16_MIN_HIDDEN` wide for the work at hand, else fp32. Below that width
+is at least :func:`bf16_min_hidden` wide for the work at hand (:data:`BF16_MIN_HIDDEN`, or
+its class's :data:`BF16_MIN_HIDDEN_BY_CLASS`), else fp32. Below that width
 autocast's per-forward weight casts and oneDNN's per-shape bf16 set-up cost more than native
 bf16 saves (bench/precision_crossover.py on the AMX Xeon, texts of 16-128 tokens, one thread;
 docs/finetuning.md, "Precision"): a training step gained 1.47x at hidden 256 but BERT-Tiny
@@ -49,13 +50,21 @@ DTYPE_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  #
 # auto's bf16 on the CPU starts at these hidden sizes (the crossovers measured by
 # bench/precision_crossover.py; narrower models run faster in fp32 even where bf16 is native)
 BF16_MIN_HIDDEN = {"training": 256, "inference": 768}
+# ... on the CPU classes (bertkit.cpu.cpu_class) whose crossover lies elsewhere: the avx512_bf16
+# EPYC's bf16 inference pays from hidden 256 (bench/precision_crossover.py, one thread, texts of
+# 16-128 tokens, fp32 / bf16 time: mini (256) 1.29x one text at a time, 1.62-1.74x in batches of
+# 8-32; small (512) 1.76-1.95x; tiny (128) 0.64x one at a time, so it stays fp32; 2026-12-01).
+# Its training crossover agrees with the rule above (tiny 1.19x, mini 1.25x a step, as the AMX
+# Xeon's tiny 1.09x step was while its real fine-tuning ran slower in bf16), so it is kept.
+BF16_MIN_HIDDEN_BY_CLASS = {"avx512-bf16": {"training": 256, "inference": 256}}
 # ... and in training, at this many tokens per input whatever the width: BERT-Tiny fine-tuned
 # on SQuAD (384 tokens) 1.2-1.8x faster in bf16 in 5 of 6 paired runs (docs/finetuning.md)
 BF16_LONG_INPUTS = 384
 INFERENCE_DEFAULT = "auto"  # the one default of every inference door: API, CLI, server
 HELP = ("auto: bf16 where the device computes it natively (CPU: avx512_bf16/AMX, for a model "
         f"of hidden size >= {BF16_MIN_HIDDEN['training']} in training (or inputs of "
-        f">= {BF16_LONG_INPUTS} tokens), >= {BF16_MIN_HIDDEN['inference']} in inference; GPU: "
+        f">= {BF16_LONG_INPUTS} tokens), >= {BF16_MIN_HIDDEN['inference']} in inference "
+        f"({BF16_MIN_HIDDEN_BY_CLASS['avx512-bf16']['inference']} on an avx512_bf16 CPU without AMX); GPU: "
         "bf16 support, else fp16), else fp32")
 # torch.compile of the encoder (bertkit.inference.compiled, which decides what auto means)
 COMPILE_MODES = ("auto", "on", "off")
@@ -107,7 +116,7 @@ def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
 
             support = cpu_bf16_support()
             work = "training" if training else "inference"
-            least = BF16_MIN_HIDDEN[work]
+            least = bf16_min_hidden(work)
             long_inputs = training and (seq_length or 0) >= BF16_LONG_INPUTS
             if support.native and hidden_size is not None and hidden_size < least and not long_inputs:
                 return "fp32", (f"auto: hidden size {hidden_size} < {least}, where fp32 {work} is "
@@ -119,6 +128,15 @@ def resolve(precision: str, device: Any, allowed: tuple[str, ...] = PRECISIONS,
     if precision == "int8" and device.type != "cpu":
         raise BertkitError(f"{option} int8 runs on the CPU only; use --device cpu")
     return precision, "as asked"
+
+
+def bf16_min_hidden(work: str) -> int:
+    """The narrowest hidden size ``auto`` runs in bf16 for ``work`` (training, inference) on
+    this CPU's class: :data:`BF16_MIN_HIDDEN_BY_CLASS`'s where measured apart, else
+    :data:`BF16_MIN_HIDDEN`."""
+    from bertkit.cpu import cpu_class
+
+    return BF16_MIN_HIDDEN_BY_CLASS.get(cpu_class() or "", BF16_MIN_HIDDEN)[work]
 
 
 def autocast(precision: str, device: Any = "cpu"):
