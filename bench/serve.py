@@ -17,6 +17,7 @@ Servers (``--servers``, comma-separated):
   ``batch_size`` (``--hf-batch-size``): the pipeline's batching, fed continuously;
 * ``bertkit fp32 process`` / ``bertkit int8 process`` / ``bertkit int8 static process`` /
   ``bertkit bf16 process``: the same with ``--model-process`` (the forward passes in a process of their own);
+  ``bertkit bf16 unpadded process``: that with ``--attention-impl unpadded`` (bf16 on the real tokens only);
 * ``bertkit bf16`` / ``hf bf16`` / ``hf bf16 batched``: ``--precision bf16``, and the pipeline's
   model in bf16 (``model.to(torch.bfloat16)``); answers checked by top label, as INT8's;
 * ``bertkit openvino fp32`` / ``bertkit openvino bf16`` / ``bertkit openvino int8``: ``bertkit
@@ -66,7 +67,7 @@ from pydantic import BaseModel
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
            "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino bf16", "bertkit openvino int8",
            "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-           "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process", "hf bf16", "hf bf16 batched")
+           "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process", "bertkit bf16 unpadded process", "hf bf16", "hf bf16 batched")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -291,6 +292,8 @@ def start(server: str, args, port: int) -> subprocess.Popen:
             cmd += ["--model-process"]
         if "compiled" in server.split():
             cmd += ["--compile", "on"]
+        if "unpadded" in server.split():  # position-wise work on the real tokens only (bf16: asked for)
+            cmd += ["--attention-impl", "unpadded"]
     return popen(cmd, env, args)
 
 
