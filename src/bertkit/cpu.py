@@ -59,6 +59,19 @@ CPU_CLASSES: dict[str, tuple[str, ...]] = {
 }
 
 
+# CPU classes whose bf16 matrix products were measured to give a row the same numbers whatever
+# rows are computed beside it, so that a pass may leave rows out or pack them differently
+# without moving an answer: a classifier's last layer at [CLS] only (bench/cls_only_bf16.py,
+# batches of 16 random SST-2 dev sentences: max |difference| from the full layer 0.0, no label
+# flips) and a server's batch on its real tokens only (the same batches unpadded against
+# padded: 0.0), while each sentence alone against the same sentence in a batch already differs
+# by 7.8e-3, a bf16 ulp, through attention's padded length. The avx512_bf16 EPYC, native bf16:
+# both (BERT-Tiny SST-2, 256 sentences; a BERT-Base-sized model, 64; 2026-12-01); the VNNI
+# Xeon, emulated: [CLS] only (2026-11-27). The AMX Xeon is not measured: its bf16 passes keep
+# every row and position.
+BF16_ROWS_ALONE_CLASSES = frozenset({"avx512-bf16", "avx512-vnni"})
+
+
 @dataclass(frozen=True)
 class CpuBf16:
     native: bool
@@ -125,6 +138,12 @@ def _own_class() -> str | None:
         if CPU_CLASSES[name][-1] in flags:
             return name
     return None
+
+
+def bf16_rows_alone() -> bool:
+    """Does bf16 on this CPU's class give a row the same numbers whatever rows are computed
+    beside it (:data:`BF16_ROWS_ALONE_CLASSES`, as measured there)?"""
+    return cpu_class() in BF16_ROWS_ALONE_CLASSES
 
 
 def this_cpuinfo() -> str | None:

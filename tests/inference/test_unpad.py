@@ -46,3 +46,20 @@ def test_auto_keeps_bf16_and_int8_padded_so_that_the_doors_agree(tmp_path, cpu_c
     bert = load(make_task_model(tmp_path, "classify"), precision=precision)
     assert not bert.unpad("auto") and why in bert.attention_reason
     assert bert.unpad("unpadded") and bert.attention_impl == "unpadded"  # asked for: done
+
+
+@pytest.mark.parametrize("klass", ["avx2", "avx512-vnni", "avx512-bf16", "amx"])
+def test_auto_unpads_bf16_where_a_row_keeps_its_numbers_and_answers_as_padded(tmp_path, monkeypatch, klass):
+    from bertkit.cpu import BF16_ROWS_ALONE_CLASSES, CPU_CLASS_ENV
+
+    monkeypatch.setenv(CPU_CLASS_ENV, klass)
+    directory = make_task_model(tmp_path, "classify")
+    padded, unpadded = load(directory, precision="bf16"), load(directory, precision="bf16")
+    assert not padded.unpad("padded")
+    assert unpadded.unpad("auto") is (klass in BF16_ROWS_ALONE_CLASSES)
+    assert ("keeps each row's numbers" in unpadded.attention_reason) is (klass in BF16_ROWS_ALONE_CLASSES)
+    plans = [padded.plan_predict(t, "truncate", padded.long_text) for t in TEXTS]
+    rows = [p.rows[0] for p in plans]
+    # bf16 ulps at most where the kernels are emulated (this machine may not be the class)
+    np.testing.assert_allclose(np.stack(unpadded.run_rows(plans[0].key, rows)),
+                               np.stack(padded.run_rows(plans[0].key, rows)), atol=2e-2)

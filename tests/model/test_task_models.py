@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.config import BertConfig
-from bertkit.cpu import CPU_CLASS_ENV, CPU_CLASSES
+from bertkit.cpu import BF16_ROWS_ALONE_CLASSES, CPU_CLASS_ENV, CPU_CLASSES
 from bertkit.model import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -110,7 +110,6 @@ def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monk
 @pytest.mark.parametrize("stored", ["fp32 weights", "bf16 packed"])
 def test_bf16_head_logits_read_cls_alone_on_the_classes_measured_to_agree(monkeypatch, klass, stored):
     from bertkit.model import task_models
-    from bertkit.model.sparse_last_layer import CLS_ONLY_BF16_CLASSES
     from bertkit.modeldir.int8 import prepare
 
     monkeypatch.setenv(CPU_CLASS_ENV, klass)
@@ -129,7 +128,7 @@ def test_bf16_head_logits_read_cls_alone_on_the_classes_measured_to_agree(monkey
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         cls_only = model.head_logits(ids, None, mask)
         full = model(ids, None, mask).logits
-    assert sparse == ([1] if klass in CLS_ONLY_BF16_CLASSES else [])
+    assert sparse == ([1] if klass in BF16_ROWS_ALONE_CLASSES else [])
     torch.testing.assert_close(cls_only.float(), full.float(), rtol=0.02, atol=0.02)  # bf16 ulps at most
     with torch.inference_mode():  # dynamic INT8 computes every position: its scale is the batch's
         assert not cls_pays(prepare(BertForSequenceClassification(config, num_labels=3).eval(), "int8").bert, ids)

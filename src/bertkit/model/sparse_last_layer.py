@@ -38,14 +38,6 @@ SPARSE_LAST_LAYER_MAX_SHARE = 0.5
 # sentence of 21-37 tokens: BERT-Tiny 1.04-1.06x the time, BERT-Base 0.98-1.00x; from 57
 # tokens 0.95-0.97x both; batches of 16 sentences BERT-Tiny 0.70x; VNNI Xeon, fp32, 2026-11-27)
 SPARSE_CLS_MIN_POSITIONS = 48
-# CPU classes (bertkit.cpu.cpu_class) where bf16's last layer at [CLS] only gave exactly the
-# full layer's logits (bench/cls_only_bf16.py, batches of 16 random SST-2 dev sentences: max
-# |difference| 0.0 and no label flips, while each sentence alone against the same sentence in
-# a batch already differs by 7.8e-3, a bf16 ulp, on the full layer): the avx512_bf16 EPYC,
-# native bf16 (BERT-Tiny SST-2 256 sentences, 0.73x the time a row; BERT-Base-sized 64, 0.92x;
-# 2026-12-01), and the VNNI Xeon, emulated (2026-11-27). The AMX Xeon is not measured: bf16
-# passes there compute every position.
-CLS_ONLY_BF16_CLASSES = frozenset({"avx512-bf16", "avx512-vnni"})
 
 
 def cls_pays(bert, input_ids: torch.Tensor) -> bool:
@@ -57,8 +49,8 @@ def cls_pays(bert, input_ids: torch.Tensor) -> bool:
     positions, and where the last layer's products give a row the same numbers whatever rows
     are computed beside it: in fp32 (``nn.Linear`` layers of fp32 weights, as loaded or packed
     for MKL, outside autocast), and in bf16 (autocast on the CPU; ``nn.Linear`` or a product
-    whose ``dtype`` says bf16, as the engine's packed bf16 layers) on the CPU classes of
-    :data:`CLS_ONLY_BF16_CLASSES`. Dynamic INT8 computes every position: its activation scale
+    whose ``dtype`` says bf16, as the engine's packed bf16 layers) on the CPU classes measured
+    so (:func:`bertkit.cpu.bf16_rows_alone`). Dynamic INT8 computes every position: its activation scale
     is the batch's."""
     layers = bert.encoder.layer
     if ("forward" in vars(bert) or bert.encoder.causal or not len(layers)
@@ -71,7 +63,7 @@ def cls_pays(bert, input_ids: torch.Tensor) -> bool:
     if not torch.is_autocast_enabled(device):
         return all(isinstance(p, nn.Linear) and p.weight.dtype is torch.float32 for p in products)
     if (device != "cpu" or torch.get_autocast_dtype("cpu") is not torch.bfloat16
-            or cpu.cpu_class() not in CLS_ONLY_BF16_CLASSES):
+            or not cpu.bf16_rows_alone()):
         return False
     return all(isinstance(p, nn.Linear) or getattr(p, "dtype", None) is torch.bfloat16 for p in products)
 
