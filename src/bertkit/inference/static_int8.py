@@ -40,6 +40,7 @@ Contract: :func:`blocker` (why this route cannot run here, or None), :func:`cali
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -430,13 +431,29 @@ def _build(graph, model, calibration, bf16: bool, path: Path) -> None:
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.partial-", suffix=".pt2")
     os.close(fd)
     try:
-        with _TRACING, torch.inference_mode(False), torch.no_grad():
+        with _TRACING, torch.inference_mode(False), torch.no_grad(), _quiet_autotuning():
             torch._inductor.aoti_compile_and_package(program, package_path=partial,
                                                      inductor_configs=package_inductor_configs())
         os.replace(partial, path)
     finally:
         if os.path.exists(partial):
             os.remove(partial)
+
+
+@contextlib.contextmanager
+def _quiet_autotuning():
+    """max-autotune writes a table of its timings for every product to stderr (hundreds of lines
+    for BERT-Base), nothing a user of this route can act on: kept off their screen while the
+    package builds."""
+    from torch._inductor import config, select_algorithm
+
+    printing = select_algorithm.PRINT_AUTOTUNE
+    select_algorithm.PRINT_AUTOTUNE = False
+    try:
+        with config.patch(max_autotune_report_choices_stats=False):
+            yield
+    finally:
+        select_algorithm.PRINT_AUTOTUNE = printing
 
 
 def _shapes(model):
