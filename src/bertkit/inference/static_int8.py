@@ -74,7 +74,7 @@ MIN_TORCH = (2, 13)
 # 227, and built in 59 s against 37 (bench/results/inference-static-int8-autotune-amx-2026-11-26.md).
 # On the avx512_bf16 EPYC the templates' micro-kernels are AVX-512 VNNI: the package (same
 # model and clock, four interleaved rounds, one process) ran 1 x 16 in 12.6 ms against 14.2, 1 x 40
-# in 25.5 against 26.8, 1 x 128 level (77.5 against 77.9) (2026-12-01, one-off script in
+# in 25.5 against 26.8, 1 x 128 level (77.5 against 77.9) (2026-12-01, a one-off script;
 # docs/serving-results.md, "On the AMD EPYC with avx512_bf16"). Other classes are not measured and
 # build without it; the batch graph gained nothing (194 against 199 ms at 8 x 128 on AMX; 592
 # against 596 on the EPYC) and stays as it is.
