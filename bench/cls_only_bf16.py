@@ -1,7 +1,9 @@
 """Would a bf16 classifier's last layer at ``[CLS]`` only keep the doors agreeing, and pay?
 
 bertkit runs a sentence classifier's last layer at ``[CLS]`` only in fp32
-(``bertkit.model.sparse_last_layer.cls_pays``); bf16 computes every position, because a row's
+(``bertkit.model.sparse_last_layer.cls_pays``), and in bf16 on the CPU classes of
+``bertkit.cpu.BF16_ROWS_ALONE_CLASSES``, which this script's figures put there; on the others
+bf16 computes every position, because a row's
 bf16 rounding might then depend on the rows computed beside it, and a model's doors (a lone
 request, a batch, ``predict``, the server) must answer alike. This script measures that on
 this CPU, for a model loaded at ``--precision`` (default bf16, weights stored in bf16 as the
@@ -13,9 +15,9 @@ engine stores them):
   against each sentence alone;
 * label flips between those, and the time of a batch both ways (ms a row, best of rounds).
 
-On a CPU that computes bf16 natively (AMX, avx512_bf16), run it before letting ``cls_pays``
-take bf16: if the ``[CLS]``-only gap is no larger than today's alone-vs-batch gap and no
-label flips, the rule may widen. Elsewhere bf16 is emulated and the figures say little.
+On a CPU class that computes bf16 natively and is not in that set yet (AMX), run it before
+adding the class: if the ``[CLS]``-only gap is 0 (it was on the avx512_bf16 EPYC, 2026-12-01)
+or no larger than today's alone-vs-batch gap, with no label flips, the class may join.
 
     python bench/cls_only_bf16.py --model runs/sst2
     python bench/cls_only_bf16.py --model runs/base/sst2 --sentences 96 --batch 16
