@@ -58,7 +58,7 @@ PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 layers 
 # one thread; 2026-11-26); behind the server (BERT-Base-sized fp32, two runs) OpenVINO answered
 # a lone request 1.03-1.06x as fast but 0.51-0.58x the requests at concurrency 32; an fp32 answer
 # on OpenVINO also moves by ~1e-3. The avx512_bf16 EPYC was measured and has no pair either: bf16
-# batches level (0.95-1.02x bertkit's speed OpenVINO's, one thread), and behind the server
+# batches level (bertkit at 0.95-1.02x OpenVINO's speed, one thread), and behind the server
 # (base-sized) OpenVINO answered a lone request sooner on one thread (p50 33.8 against 37.2 ms)
 # but later on two (34.2 against 25.1) and fewer requests at concurrency 32 either way (23.3-24.9
 # against 30.7-51.9 req/s); its INT8 led bertkit's by 4-14% on batches but needs its own
