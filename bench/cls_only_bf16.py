@@ -13,6 +13,8 @@ engine stores them):
   both on the full last layer;
 * the gap the change would add: batches at ``[CLS]`` only against the same batches full, and
   against each sentence alone;
+* the same batches on their real tokens only (``BertInference.unpad``, what a server's
+  ``--attention-impl auto`` does on the classes of ``BF16_ROWS_ALONE_CLASSES``) against padded;
 * label flips between those, and the time of a batch both ways (ms a row, best of rounds).
 
 On a CPU class that computes bf16 natively and is not in that set yet (AMX), run it before
@@ -99,6 +101,11 @@ def main(argv=None) -> int:
         full, sparse = np.zeros_like(alone), np.zeros_like(alone)
         for b, batch in zip(batches, inputs):
             full[b], sparse[b] = logits(batch, False), logits(batch, True)
+        unpadded = np.zeros_like(alone)  # the same batches on their real tokens (serve's --attention-impl)
+        bert.unpad("unpadded")
+        for b, batch in zip(batches, inputs):
+            unpadded[b] = logits(batch, False)
+        bert.unpad("padded")
         times = {"full": [], "cls": []}
         for _ in range(args.rounds):
             for name in times:
@@ -117,6 +124,7 @@ def main(argv=None) -> int:
     print(f"today's door gap, alone vs in a batch (full last layer): {gap(alone, full)}")
     print(f"[CLS] only vs full, the same batches:                   {gap(sparse, full)}")
     print(f"[CLS] only in a batch vs alone (full):                  {gap(sparse, alone)}")
+    print(f"unpadded vs padded, the same batches (full):            {gap(unpadded, full)}")
     full_ms, cls_ms = min(times["full"]), min(times["cls"])
     print(f"ms a row: full {full_ms:.3f}, [CLS] only {cls_ms:.3f} ({cls_ms / full_ms:.2f}x the time)")
     return 0

@@ -106,13 +106,14 @@ def test_the_masked_lm_heads_benchmark_runs_on_a_toy_masked_lm(tmp_path):
 
 
 def test_the_bf16_cls_only_check_runs_on_a_toy_classifier(tmp_path):
-    """bench/cls_only_bf16.py on a toy classifier and toy sentences: its three gaps and timing."""
+    """bench/cls_only_bf16.py on a toy classifier and toy sentences: its four gaps and timing."""
     from tests.task_models import make_task_model
 
     data = sentences_tsv(tmp_path / "dev.tsv", "the man went to the store {i} and he is good .", 8)
     out = run_bench("cls_only_bf16", "--model", make_task_model(tmp_path, "classify"), "--data", data,
                     "--sentences", 8, "--batch", 8, "--rounds", 1)
     assert "[CLS] only vs full, the same batches:" in out and "ms a row" in out, out
+    assert "unpadded vs padded, the same batches (full):" in out, out
 
 
 def test_the_server_cpu_benchmark_runs_both_apps_on_a_toy_model(tmp_path):
