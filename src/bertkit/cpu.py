@@ -66,10 +66,21 @@ CPU_CLASSES: dict[str, tuple[str, ...]] = {
 # flips) and a server's batch on its real tokens only (the same batches unpadded against
 # padded: 0.0), while each sentence alone against the same sentence in a batch already differs
 # by 7.8e-3, a bf16 ulp, through attention's padded length. The avx512_bf16 EPYC, native bf16:
-# both (BERT-Tiny SST-2, 256 sentences; a BERT-Base-sized model, 64; 2026-12-01); the VNNI
+# both (BERT-Tiny SST-2, 256 sentences; a BERT-Base-sized model, 64; 2026-12-01; since its
+# attention runs as two products, BF16_PRODUCTS_ATTENTION_CLASSES, [CLS] only moves a logit by
+# that same ulp, 7.8e-3, no flips, and unpadded still by 0.0: 2026-12-02); the VNNI
 # Xeon, emulated: [CLS] only (2026-11-27). The AMX Xeon is not measured: its bf16 passes keep
 # every row and position.
 BF16_ROWS_ALONE_CLASSES = frozenset({"avx512-bf16", "avx512-vnni"})
+# CPU classes where bf16 attention in inference runs faster as two batched products
+# (bertkit.model.attention.products_attention) than as torch's fused CPU kernel
+# (scaled_dot_product_attention's flash kernel, 35-50 GFLOP/s there against 130-145 for the
+# products alone). The avx512_bf16 EPYC (bench/attention_products.py, 12 heads of 64, one
+# thread, 2026-12-02): 0.51-0.74x the kernel's time from 1 x 64 to 32 x 128 tokens on a quiet
+# core (once 1.09x at 32 x 128 beside the test suite, the scores competing for the shared
+# cache); a whole BERT-Base pass 0.92-0.97x at 8-32 x 128. The AMX Xeon (whose kernel runs its
+# products on AMX) and the classes without native bf16 are not measured and keep the kernel.
+BF16_PRODUCTS_ATTENTION_CLASSES = frozenset({"avx512-bf16"})
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,12 @@ def bf16_rows_alone() -> bool:
     """Does bf16 on this CPU's class give a row the same numbers whatever rows are computed
     beside it (:data:`BF16_ROWS_ALONE_CLASSES`, as measured there)?"""
     return cpu_class() in BF16_ROWS_ALONE_CLASSES
+
+
+def bf16_products_attention() -> bool:
+    """Does bf16 attention on this CPU's class run faster as two batched products
+    (:data:`BF16_PRODUCTS_ATTENTION_CLASSES`, as measured there)?"""
+    return cpu_class() in BF16_PRODUCTS_ATTENTION_CLASSES
 
 
 def this_cpuinfo() -> str | None:

@@ -24,9 +24,12 @@ RUNS = {
                   "--min-time", "0.01", "--text-limit", "8", "--no-eager", "--threads", "1"],
     "profile_routes": ["--shape", "tiny", "--batch", "2x8", "--routes", "fp32,int8", "--iterations", "1"],
     "attention_calls": ["--heads", "2,4", "--seconds", "0.001"],
+    "attention_products": ["--shapes", "1x32", "--model-shapes", "2x16", "--preset", "tiny", "--heads", "2",
+                           "--rounds", "1", "--seconds", "0.01"],
 }
 PRINTS = {"pretrain": "bertkit", "int8_kernels": "x86/onednn", "precision_crossover": "fp32/bf16",
-          "inference": "seq/s", "profile_routes": "ms per batch", "attention_calls": "ATTENTION_COST_BY_CLASS"}
+          "inference": "seq/s", "profile_routes": "ms per batch", "attention_calls": "ATTENTION_COST_BY_CLASS",
+          "attention_products": "products/kernel"}
 
 
 @pytest.mark.parametrize("script", sorted(RUNS))

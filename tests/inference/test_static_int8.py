@@ -109,9 +109,10 @@ def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and
         assert torch.equal(rebuilt(ids).logits, expected)
     assert rebuilt.bertkit_static_int8_route.package_done[0] == path
     assert not rebuilt.bertkit_static_int8_route.package_done[2]
-    other = static_int8._package_key(model.encoder_model(), calibration, False, 3)
-    assert other != static_int8._package_key(model.encoder_model(), calibration, False, 1)
-    assert other != static_int8._package_key(model.encoder_model(), calibration[:-1], False, 3)
+    other = static_int8._package_key(model.encoder_model(), calibration, False, 3, False)
+    assert other != static_int8._package_key(model.encoder_model(), calibration, False, 1, False)
+    assert other != static_int8._package_key(model.encoder_model(), calibration[:-1], False, 3, False)
+    assert other != static_int8._package_key(model.encoder_model(), calibration, False, 3, True)
 
 
 def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_background(float_and_static):
@@ -268,5 +269,36 @@ def test_the_package_key_changes_with_the_autotuning(tmp_path, monkeypatch):
     keys = {}
     for cls in ("amx", "avx2"):
         monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
-        keys[cls] = static_int8._package_key(model.encoder_model(), calibration, False, 1)
+        keys[cls] = static_int8._package_key(model.encoder_model(), calibration, False, 1, False)
     assert keys["amx"] != keys["avx2"]  # a package built one way is never loaded for the other
+
+
+@pytest.mark.parametrize("cls", ["amx", "avx512-bf16", "avx512-vnni", "avx2"])
+def test_attention_runs_as_products_in_the_bf16_graph_only_on_the_measured_class(monkeypatch, cls):
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
+    assert static_int8.attention_as_products(True) is (cls == "avx512-bf16")
+    assert static_int8.attention_as_products(False) is False
+
+
+def test_a_graph_traced_with_products_attention_holds_products_not_the_fused_kernel(tmp_path):
+    """Traced within products_attention_traced, the quantised graph's attention is two batched
+    products at every shape (no fused kernel, no guard on the length), and answers as the float
+    model does within INT8's error; traced without, the fused kernel."""
+    why = static_int8.blocker()
+    if why:
+        pytest.skip(why)
+    model = load_model(make_task_model(tmp_path, "classify"))
+    encoder = model.encoder_model()
+    calibration = static_int8.calibration_batches(rows(20, model.config.vocab_size))
+    targets = {}
+    for products in (True, False):
+        graph = static_int8.quantised_graph(model, encoder, encoder.forward, calibration, products)
+        targets[products] = {str(node.target) for node in graph.graph.nodes}
+        ids, types, mask = calibration[0]
+        with torch.no_grad():
+            last, _ = graph(ids, types, mask)
+            expected = encoder(ids, types, mask).last_hidden_state
+        real = mask.bool()
+        assert (last - expected)[real].abs().max() < 0.25 * expected[real].abs().max()
+    assert any("bmm" in t for t in targets[True]) and not any("scaled_dot_product" in t for t in targets[True])
+    assert any("scaled_dot_product" in t for t in targets[False]) and not any("bmm" in t for t in targets[False])

@@ -62,6 +62,7 @@ from bertkit.inference.calibration import MIN_CALIBRATION_INPUTS, _field, padded
 from bertkit.inference.compiled import TRACING as _TRACING
 from bertkit.inference.compiled import example_inputs, in_background
 from bertkit.inference.compiled import ordinary as _ordinary
+from bertkit.model.attention import products_attention_traced
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
 # the oldest torch the route was run on; torch 2.11.0+cu130 with torchao 0.18 died of a
@@ -89,7 +90,7 @@ AUTOTUNED_CLASSES = frozenset({"amx", "avx512-bf16"})
 # cache instead (256: lone 1.70-1.80 ms) costs ~0.45 MB a primitive (docs/serving-results.md).
 BUCKET_STEPS = ((64, 8), (128, 16), (256, 32))  # (up to this length, round up to a multiple of)
 BUCKET_STEP_BEYOND = 64
-ROUTE_VERSION = 2  # raised when the graph built here changes: packages cached before are not reused
+ROUTE_VERSION = 3  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
 
 
@@ -337,7 +338,8 @@ class _Route:
         """The quantised graph (export and calibration, once)."""
         with self.lock:
             if self._graph is None:
-                self._graph = quantised_graph(self.model, self.encoder, self.eager, self.calibration)
+                self._graph = quantised_graph(self.model, self.encoder, self.eager, self.calibration,
+                                              attention_as_products(self.bf16))
             return self._graph
 
     def package(self):
@@ -351,7 +353,8 @@ class _Route:
     def _load_or_build(self):
         started = time.perf_counter()
         threads = torch.get_num_threads()
-        path = cache_dir() / f"{_package_key(self.encoder, self.calibration, self.bf16, threads)}.pt2"
+        key = _package_key(self.encoder, self.calibration, self.bf16, threads, attention_as_products(self.bf16))
+        path = cache_dir() / f"{key}.pt2"
         runner = _load(path)
         cached = runner is not None
         if not cached:
@@ -404,11 +407,20 @@ def _load(path: Path):
         return None
 
 
-def _package_key(encoder, calibration, bf16: bool, threads: int) -> str:
+def attention_as_products(bf16: bool) -> bool:
+    """Whether the quantised graph runs attention as two batched products
+    (:func:`bertkit.model.attention.products_attention`) instead of torch's fused kernel: where
+    its float work is bf16 on a class measured faster so (:func:`bertkit.cpu.bf16_products_attention`).
+    On the avx512_bf16 EPYC (BERT-Base, 32 x 128, one thread, CPU clock): 0.89x the pass's time,
+    the kernel having taken 19% of it (docs/serving-results.md)."""
+    return bf16 and cpu.bf16_products_attention()
+
+
+def _package_key(encoder, calibration, bf16: bool, threads: int, products: bool) -> str:
     """A hash of everything the compiled package depends on."""
     digest = hashlib.sha256()
     facts = {"route": ROUTE_VERSION, "torch": torch.__version__, "torchao": _torchao_version(), "bf16": bf16,
-             "threads": threads, "flags": sorted(cpu.cpu_flags(cpu._real_cpuinfo() or "")),
+             "products_attention": products, "threads": threads, "flags": sorted(cpu.cpu_flags(cpu._real_cpuinfo() or "")),
              "capability": torch.backends.cpu.get_cpu_capability(), "max_batch": MAX_BATCH,
              "inductor": package_inductor_configs(),
              "config": encoder.config.to_dict() if hasattr(encoder.config, "to_dict") else repr(encoder.config)}
@@ -476,9 +488,10 @@ class _Autocast(torch.nn.Module):
             return self.inner(input_ids, token_type_ids, attention_mask)
 
 
-def quantised_graph(model, encoder, eager, calibration):
+def quantised_graph(model, encoder, eager, calibration, products: bool = False):
     """The encoder exported (dynamic batch and length) and quantised on the calibration
-    batches (torchao's ``prepare_pt2e`` / ``convert_pt2e``). ``eager``: its own forward pass."""
+    batches (torchao's ``prepare_pt2e`` / ``convert_pt2e``). ``eager``: its own forward pass;
+    ``products``: its attention traced as two batched products (:func:`attention_as_products`)."""
     try:
         _, prepare_pt2e, convert_pt2e = _torchao()
     except ImportError as e:  # a torchao release whose quantisation API moved
@@ -487,7 +500,8 @@ def quantised_graph(model, encoder, eager, calibration):
     # inductor's INT8 lowering copy-constructs tensors; its advice is for torch, not the user
     warnings.filterwarnings("ignore", message="To copy construct from a tensor", category=UserWarning)
     # the first forward pass may run under inference_mode, whose tensors export cannot trace
-    with _TRACING, torch.inference_mode(False), torch.no_grad():
+    traced = products_attention_traced() if products else contextlib.nullcontext()
+    with _TRACING, torch.inference_mode(False), torch.no_grad(), traced:
         graph = torch.export.export(_Plain(encoder, eager), tuple(calibration[0]),
                                     dynamic_shapes=_shapes(model)).module()
         observed = prepare_pt2e(graph, make_quantizer())

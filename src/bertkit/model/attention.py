@@ -4,7 +4,9 @@ One fused projection computes queries, keys and values (``qkv``: H -> 3H, rows o
 query | key | value, so the Hugging Face ``query``/``key``/``value`` tensors are its three
 row blocks). Scores use ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels
 where the device has them); when attention probabilities are requested the explicit
-softmax(QK^T / sqrt(d)) V path runs instead and returns them.
+softmax(QK^T / sqrt(d)) V path runs instead and returns them. bf16 inference on the CPU
+classes where torch's fused kernel is the slower one (:func:`bertkit.cpu.bf16_products_attention`)
+runs :func:`products_attention` instead: the same attention as two batched products.
 
 Masks: ``key_mask`` is a (B, T) bool tensor, True for real tokens, or ``None`` when no
 token is padding. ``causal=True`` also forbids attending to later positions.
@@ -15,13 +17,24 @@ Pre-training runs the last layer's queries at a few positions only: that lives i
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit import cpu
 from bertkit.config import BertConfig
+
+# products_attention runs for a score matrix (B x heads, T, T) of at least this many elements:
+# below it its eight operator calls cost more than the fused kernel's one (avx512_bf16 EPYC,
+# heads of 64: 4 heads at 1 x 64 and 4 x 32, 16,384 scores, 1.36x and 1.12x the kernel's time;
+# 12 heads at 1 x 64, 49,152, 0.72x; bench/attention_products.py) ...
+PRODUCTS_ATTENTION_MIN_SCORES = 1 << 15
+# ... and of at most this many (128 MiB of bf16): the fused kernel never holds it whole
+PRODUCTS_ATTENTION_MAX_SCORES = 1 << 26
 
 
 def build_attention_mask(key_mask: torch.Tensor | None, length: int, causal: bool) -> torch.Tensor | None:
@@ -38,6 +51,64 @@ def build_attention_mask(key_mask: torch.Tensor | None, length: int, causal: boo
         triangle = torch.ones(length, length, dtype=torch.bool, device=device).tril()
         mask = mask & triangle
     return mask
+
+
+_TRACED = threading.local()
+
+
+@contextlib.contextmanager
+def products_attention_traced():
+    """Within it (in this thread), every inference pass that may take :func:`products_attention`
+    takes it, whatever its dtype and shape: for a graph traced once (``torch.export``, dynamic
+    batch and length) to run in bf16 on a class of
+    :data:`bertkit.cpu.BF16_PRODUCTS_ATTENTION_CLASSES` (the shape rules would otherwise become
+    guards on the graph's dynamic sizes). Static INT8 traces its graph so."""
+    before = getattr(_TRACED, "active", False)
+    _TRACED.active = True
+    try:
+        yield
+    finally:
+        _TRACED.active = before
+
+
+def products_attention_pays(qkv: torch.Tensor, mask: torch.Tensor | None, heads: int, training: bool,
+                            causal: bool) -> bool:
+    """Whether :func:`products_attention` runs this pass (``qkv``: (B, T, 3H) projections;
+    ``mask``: :func:`build_attention_mask`'s): inference, not causal, a key-padding mask or
+    none; and either within :func:`products_attention_traced`, or bf16 on the CPU, on a class
+    measured faster that way (:func:`bertkit.cpu.bf16_products_attention`), for a batch of
+    :data:`PRODUCTS_ATTENTION_MIN_SCORES` to :data:`PRODUCTS_ATTENTION_MAX_SCORES` scores."""
+    if training or causal or (mask is not None and mask.shape[-2] != 1):
+        return False
+    if getattr(_TRACED, "active", False):
+        return True
+    batch, length = qkv.shape[0], qkv.shape[1]
+    return (qkv.dtype is torch.bfloat16 and qkv.device.type == "cpu"
+            and PRODUCTS_ATTENTION_MIN_SCORES <= batch * heads * length * length <= PRODUCTS_ATTENTION_MAX_SCORES
+            and cpu.bf16_products_attention())
+
+
+def products_attention(qkv: torch.Tensor, mask: torch.Tensor | None, heads: int, size: int) -> torch.Tensor:
+    """The context (B, T, heads * size) of ``qkv`` (B, T, 3 * heads * size, rows ordered query |
+    key | value) under a key-padding ``mask`` ((B, 1, 1, T) bool, True for real tokens, or
+    None): softmax(Q K^T / sqrt(d) + masked) V as two batched products over the B x heads
+    matrices (``torch.baddbmm``, ``torch.bmm``), the scores held whole (inference; no dropout).
+    The same attention as ``scaled_dot_product_attention`` within the rounding of its dtype:
+    its scores are rounded to it before the softmax (as Hugging Face's eager attention's)."""
+    batch, length, _ = qkv.shape
+    # one copy into head-major order: each head's matrix contiguous, as the batched products read it
+    query, key, value = qkv.view(batch, length, 3, heads, size).permute(2, 0, 3, 1, 4).reshape(
+        3, batch * heads, length, size).unbind(0)
+    scale = 1.0 / math.sqrt(size)
+    if mask is None:
+        scores = torch.bmm(query, key.transpose(1, 2)).mul_(scale)
+    else:
+        bias = torch.zeros(batch, 1, length, dtype=qkv.dtype, device=qkv.device)
+        bias.masked_fill_(~mask.reshape(batch, 1, length), torch.finfo(qkv.dtype).min)
+        bias = bias.repeat_interleave(heads, dim=0)  # (B x heads, 1, T), broadcast over the queries
+        scores = torch.baddbmm(bias, query, key.transpose(1, 2), alpha=scale)
+    context = torch.bmm(scores.softmax(dim=-1), value)
+    return context.view(batch, heads, length, size).transpose(1, 2).reshape(batch, length, heads * size)
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -65,7 +136,11 @@ class MultiHeadSelfAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, _ = hidden.shape
         width = self.num_heads * self.head_size  # the hidden size, less any pruned heads
-        qkv = self.qkv(hidden).view(batch, length, 3, self.num_heads, self.head_size)
+        projected = self.qkv(hidden)
+        if not output_attentions and products_attention_pays(projected, mask, self.num_heads, self.training,
+                                                             self.causal):
+            return products_attention(projected, mask, self.num_heads, self.head_size), None
+        qkv = projected.view(batch, length, 3, self.num_heads, self.head_size)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)
         if output_attentions:
             context, probs = self._explicit(query, key, value, mask)

@@ -65,15 +65,20 @@ class AttentionBlock(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """The position-wise expansion ``act(W_1 x + b_1)`` (H -> intermediate_size)."""
+    """The position-wise expansion ``act(W_1 x + b_1)`` (H -> intermediate_size). A ``dense``
+    layer whose ``activation`` attribute names this block's ``hidden_act`` has applied it
+    itself (an inference layer fusing it into its product:
+    :class:`bertkit.modeldir.int8.PackedLinear`)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.hidden_act = config.hidden_act
         self.act = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.dense(x))
+        out = self.dense(x)
+        return out if getattr(self.dense, "activation", None) == self.hidden_act else self.act(out)
 
 
 class EncoderLayer(nn.Module):

@@ -32,7 +32,11 @@ import torch
 import torch.nn.functional as F
 
 from bertkit import cpu
-from bertkit.model.attention import build_attention_mask
+from bertkit.model.attention import (
+    build_attention_mask,
+    products_attention,
+    products_attention_pays,
+)
 from bertkit.model.encoder import EncoderLayer
 from bertkit.model.outputs import ModelOutput
 
@@ -203,14 +207,18 @@ def _attention_packed(attention, hidden: torch.Tensor, packing: Packing,
     cost = attention_cost() if not (hidden.is_cuda or attention.training or attention.causal) else None
     if cost is not None and qkv.dtype is torch.float32 and packing.one_by_one(heads, cost):
         return _attention_one_by_one(qkv, packing, heads, size)
-    return _attention_padded(qkv, packing, mask, heads, size, dropout)
+    return _attention_padded(qkv, packing, mask, heads, size, dropout, attention.training, attention.causal)
 
 
 def _attention_padded(qkv: torch.Tensor, packing: Packing, mask: torch.Tensor | None, heads: int, size: int,
-                      dropout: float = 0.0) -> torch.Tensor:
+                      dropout: float = 0.0, training: bool = False, causal: bool = False) -> torch.Tensor:
     """The context (N, heads * size) of packed ``qkv`` (N, 3 * heads * size): one
-    ``scaled_dot_product_attention`` call, every sequence padded to the longest."""
-    padded = packing.spread(qkv).view(packing.batch, packing.length, 3, heads, size)
+    ``scaled_dot_product_attention`` call, every sequence padded to the longest (or
+    :func:`~bertkit.model.attention.products_attention` where it pays)."""
+    padded = packing.spread(qkv).view(packing.batch, packing.length, 3 * heads * size)
+    if products_attention_pays(padded, mask, heads, training, causal):
+        return packing.pack(products_attention(padded, mask, heads, size))
+    padded = padded.view(packing.batch, packing.length, 3, heads, size)
     query, key, value = padded.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
     return packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, heads * size))

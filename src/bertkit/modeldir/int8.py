@@ -45,6 +45,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, CheckpointError
+from bertkit.model.encoder import FeedForward
 from bertkit.precision import RESOLVED, check
 
 INT8_FILE = "model.int8.safetensors"
@@ -260,7 +261,11 @@ def half_linears(model: nn.Module, precision: str) -> nn.Module:
         layer = model.get_submodule(name).to(dtype)
         if pack:
             parent, _, child = name.rpartition(".")
-            setattr(model.get_submodule(parent) if parent else model, child, PackedLinear(layer))
+            owner = model.get_submodule(parent) if parent else model
+            # a feed-forward block's expansion applies the block's GELU in its product (oneDNN's
+            # post-op: the (rows, 3072) output written once instead of twice)
+            fused = getattr(owner, "hidden_act", None) if isinstance(owner, FeedForward) else None
+            setattr(owner, child, PackedLinear(layer, fused if fused in PackedLinear.ACTIVATIONS else None))
     model.bertkit_precision = precision
     return model
 
@@ -304,13 +309,22 @@ class PackedLinear(nn.Module):
     inductor's freezing does), run by ``torch.ops.mkldnn._linear_pointwise``. Input of any
     float type is cast to bf16 (as autocast does); the output is bf16. ``weight`` gives the
     plain bf16 weight back (a copy), and the state dict holds it, so the layer saves and
-    reads as an ``nn.Linear``."""
+    reads as an ``nn.Linear``. ``activation`` (a key of :data:`ACTIVATIONS`, a feed-forward
+    block's ``hidden_act``): applied to the output within the product, and named by the
+    layer's ``activation`` attribute so that its :class:`~bertkit.model.encoder.FeedForward`
+    does not apply it again (a plain layer, :meth:`as_linear`, leaves it to the block).
+    Measured on the avx512_bf16 EPYC (768 -> 3,072, one thread): 0.91-0.99x the time of the
+    product then ``F.gelu``, from 8 rows to 4,096."""
 
     dtype = torch.bfloat16  # what its product computes in (sparse_last_layer.cls_pays reads it)
+    # hidden_act names (bertkit.config.ACTIVATIONS) oneDNN applies in the product: (post-op, algorithm)
+    ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_new": ("gelu", "tanh"), "gelu_pytorch_tanh": ("gelu", "tanh")}
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, activation: str | None = None):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.activation = activation  # applied to the output (FeedForward reads it), or None
+        self._post_op = self.ACTIVATIONS[activation] if activation else ("none", "")
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().to(torch.bfloat16), None)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().to(torch.bfloat16),
                                                                  requires_grad=False)
@@ -324,21 +338,23 @@ class PackedLinear(nn.Module):
             x = x.to(torch.bfloat16)
         if x.numel() == 0:
             return x.new_zeros(*x.shape[:-1], self.out_features)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        attr, algorithm = self._post_op
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, attr, [], algorithm)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
         destination[prefix + "weight"] = self.weight
 
     def __deepcopy__(self, memo):
-        return PackedLinear(self.as_linear())
+        return PackedLinear(self.as_linear(), self.activation)
 
     def as_linear(self) -> nn.Linear:
         """The plain bf16 ``nn.Linear`` this layer was made from."""
         return _plain_linear(self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bf16 packed for oneDNN"
+        fused = f", then {self.activation}" if self.activation else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, bf16 packed for oneDNN{fused}"
 
 
 class Fp32PackedLinear(nn.Linear):
