@@ -84,3 +84,18 @@ def test_a_bf16_model_answers_alike_through_either_attention(monkeypatch):
     assert len(calls) == 2  # one per layer, on the avx512_bf16 class only
     real_tokens = key_mask.bool()
     assert torch.allclose(outputs["avx512-bf16"][real_tokens], outputs["amx"][real_tokens], atol=0.1)
+
+
+def test_a_compiled_bf16_model_keeps_the_kernel_and_one_graph(monkeypatch):
+    """Under ``torch.compile`` the choice is not made (the class is read from a file, a graph
+    break at every layer): the compiled bf16 graph is one graph, with the fused kernel."""
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-bf16")
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, max_position_embeddings=64)).eval()
+    ids = torch.randint(5, 60, (8, 64))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        explained = torch._dynamo.explain(model)(ids, None, torch.ones_like(ids))
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    nodes = [str(node.target) for graph in explained.graphs for node in graph.graph.nodes]
+    assert any("scaled_dot_product_attention" in n for n in nodes) and not any("bmm" in n for n in nodes)

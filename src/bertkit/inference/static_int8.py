@@ -3,7 +3,8 @@ batch and length (``torch.export``), quantised by ``torchao``'s ``X86InductorQua
 (int8 weights per output channel; 8-bit activations with one scale each, fixed on calibration
 batches of real text), and compiled by inductor with frozen weights, under bf16 autocast where
 the CPU computes bf16 natively (the work between the INT8 products: attention, softmax, GELU,
-LayerNorm in bf16, accumulating in fp32).
+LayerNorm in bf16, accumulating in fp32; on the avx512_bf16 EPYC attention is traced as two
+batched bf16 products, :func:`attention_as_products`).
 
 Unlike the dynamic INT8 of :mod:`bertkit.modeldir.int8`, which measures and quantises every
 activation at run time in separate passes and leaves everything else in fp32, inductor fuses

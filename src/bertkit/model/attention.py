@@ -75,13 +75,17 @@ def products_attention_pays(qkv: torch.Tensor, mask: torch.Tensor | None, heads:
                             causal: bool) -> bool:
     """Whether :func:`products_attention` runs this pass (``qkv``: (B, T, 3H) projections;
     ``mask``: :func:`build_attention_mask`'s): inference, not causal, a key-padding mask or
-    none; and either within :func:`products_attention_traced`, or bf16 on the CPU, on a class
-    measured faster that way (:func:`bertkit.cpu.bf16_products_attention`), for a batch of
+    none; and either within :func:`products_attention_traced`, or, outside ``torch.compile``
+    (whose graphs keep the kernel: not measured the other way, and the CPU's class is read
+    from a file), bf16 on the CPU, on a class measured faster that way
+    (:func:`bertkit.cpu.bf16_products_attention`), for a batch of
     :data:`PRODUCTS_ATTENTION_MIN_SCORES` to :data:`PRODUCTS_ATTENTION_MAX_SCORES` scores."""
     if training or causal or (mask is not None and mask.shape[-2] != 1):
         return False
     if getattr(_TRACED, "active", False):
         return True
+    if torch.compiler.is_compiling():
+        return False
     batch, length = qkv.shape[0], qkv.shape[1]
     return (qkv.dtype is torch.bfloat16 and qkv.device.type == "cpu"
             and PRODUCTS_ATTENTION_MIN_SCORES <= batch * heads * length * length <= PRODUCTS_ATTENTION_MAX_SCORES
