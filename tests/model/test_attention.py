@@ -36,7 +36,7 @@ def test_products_attention_is_the_fused_kernels_attention(padded):
     assert torch.allclose(A.products_attention(qkv, mask, heads, size), expected, atol=1e-5)
     half = A.products_attention(qkv.bfloat16(), mask, heads, size)
     assert half.dtype is torch.bfloat16
-    assert torch.allclose(half.float(), kernel_attention(qkv.bfloat16(), mask, heads, size).float(), atol=3e-2)
+    assert torch.allclose(half.float(), kernel_attention(qkv.bfloat16(), mask, heads, size).float(), atol=6e-2)
     if padded:  # a padded key changes nothing: the same rows alone, unpadded
         alone = A.products_attention(qkv[2:, :2], None, heads, size)
         assert torch.allclose(A.products_attention(qkv, mask, heads, size)[2, :2], alone[0], atol=1e-5)
