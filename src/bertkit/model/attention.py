@@ -115,6 +115,21 @@ def products_attention(qkv: torch.Tensor, mask: torch.Tensor | None, heads: int,
     return context.view(batch, heads, length, size).transpose(1, 2).reshape(batch, length, heads * size)
 
 
+def attend(qkv: torch.Tensor, mask: torch.Tensor | None, heads: int, size: int, dropout: float = 0.0,
+           training: bool = False, causal: bool = False) -> torch.Tensor:
+    """The context (B, T, heads * size) of ``qkv`` (B, T, 3 * heads * size, rows ordered query |
+    key | value) under :func:`build_attention_mask`'s ``mask``: :func:`products_attention` where
+    :func:`products_attention_pays`, else ``scaled_dot_product_attention`` (causal through the
+    kernel's own flag when ``mask`` is None)."""
+    if products_attention_pays(qkv, mask, heads, training, causal):
+        return products_attention(qkv, mask, heads, size)
+    batch, length, _ = qkv.shape
+    query, key, value = qkv.view(batch, length, 3, heads, size).permute(2, 0, 3, 1, 4).unbind(0)  # (B, heads, T, d)
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout,
+                                             is_causal=causal and mask is None)
+    return context.transpose(1, 2).reshape(batch, length, heads * size)
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Self-attention over (B, T, H) hidden states.
 
@@ -141,23 +156,12 @@ class MultiHeadSelfAttention(nn.Module):
         batch, length, _ = hidden.shape
         width = self.num_heads * self.head_size  # the hidden size, less any pruned heads
         projected = self.qkv(hidden)
-        if not output_attentions and products_attention_pays(projected, mask, self.num_heads, self.training,
-                                                             self.causal):
-            return products_attention(projected, mask, self.num_heads, self.head_size), None
+        if not output_attentions:
+            dropout = self.dropout_prob if self.training else 0.0
+            return attend(projected, mask, self.num_heads, self.head_size, dropout, self.training, self.causal), None
         qkv = projected.view(batch, length, 3, self.num_heads, self.head_size)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)
-        if output_attentions:
-            context, probs = self._explicit(query, key, value, mask)
-        else:
-            context = F.scaled_dot_product_attention(
-                query,
-                key,
-                value,
-                attn_mask=mask,
-                dropout_p=self.dropout_prob if self.training else 0.0,
-                is_causal=self.causal and mask is None,
-            )
-            probs = None
+        context, probs = self._explicit(query, key, value, mask)
         return context.transpose(1, 2).reshape(batch, length, width), probs
 
     def _explicit(self, query, key, value, mask):

@@ -32,11 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from bertkit import cpu
-from bertkit.model.attention import (
-    build_attention_mask,
-    products_attention,
-    products_attention_pays,
-)
+from bertkit.model.attention import attend, build_attention_mask
 from bertkit.model.encoder import EncoderLayer
 from bertkit.model.outputs import ModelOutput
 
@@ -212,16 +208,10 @@ def _attention_packed(attention, hidden: torch.Tensor, packing: Packing,
 
 def _attention_padded(qkv: torch.Tensor, packing: Packing, mask: torch.Tensor | None, heads: int, size: int,
                       dropout: float = 0.0, training: bool = False, causal: bool = False) -> torch.Tensor:
-    """The context (N, heads * size) of packed ``qkv`` (N, 3 * heads * size): one
-    ``scaled_dot_product_attention`` call, every sequence padded to the longest (or
-    :func:`~bertkit.model.attention.products_attention` where it pays)."""
+    """The context (N, heads * size) of packed ``qkv`` (N, 3 * heads * size): one attention call
+    (:func:`~bertkit.model.attention.attend`), every sequence padded to the longest."""
     padded = packing.spread(qkv).view(packing.batch, packing.length, 3 * heads * size)
-    if products_attention_pays(padded, mask, heads, training, causal):
-        return packing.pack(products_attention(padded, mask, heads, size))
-    padded = padded.view(packing.batch, packing.length, 3, heads, size)
-    query, key, value = padded.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, d)
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
-    return packing.pack(context.transpose(1, 2).reshape(packing.batch, packing.length, heads * size))
+    return packing.pack(attend(padded, mask, heads, size, dropout, training, causal))
 
 
 def _attention_one_by_one(qkv: torch.Tensor, packing: Packing, heads: int, size: int) -> torch.Tensor:
