@@ -68,10 +68,11 @@ CPU_CLASSES: dict[str, tuple[str, ...]] = {
 # by 7.8e-3, a bf16 ulp, through attention's padded length. The avx512_bf16 EPYC, native bf16:
 # both (BERT-Tiny SST-2, 256 sentences; a BERT-Base-sized model, 64; 2026-12-01; since its
 # attention runs as two products, BF16_PRODUCTS_ATTENTION_CLASSES, [CLS] only moves a logit by
-# that same ulp, 7.8e-3, no flips, and unpadded still by 0.0: 2026-12-02); the VNNI
-# Xeon, emulated: [CLS] only (2026-11-27). The AMX Xeon is not measured: its bf16 passes keep
-# every row and position.
-BF16_ROWS_ALONE_CLASSES = frozenset({"avx512-bf16", "avx512-vnni"})
+# that same ulp, 7.8e-3, no flips, and unpadded still by 0.0: 2026-12-02); the AMX Xeon
+# (oneDNN's AMX kernels, attention through the fused kernel): both, [CLS] only and unpadded
+# 0.0, alone-vs-batch 7.8e-3, no flips (BERT-Tiny SST-2, 256 sentences; BERT-Base-sized, 64;
+# 2026-12-02); the VNNI Xeon, emulated: [CLS] only (2026-11-27).
+BF16_ROWS_ALONE_CLASSES = frozenset({"avx512-bf16", "avx512-vnni", "amx"})
 # CPU classes where bf16 attention in inference runs faster as two batched products
 # (bertkit.model.attention.products_attention) than as torch's fused CPU kernel
 # (scaled_dot_product_attention's flash kernel, 35-50 GFLOP/s there against 130-145 for the
