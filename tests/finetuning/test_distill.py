@@ -101,7 +101,8 @@ def test_teacher_equal_to_student_gives_zero_soft_loss(model_dir, name, labels):
 
 
 def count_teacher_forwards(task, teacher) -> list:
-    """A list that gets one entry per forward pass of ``teacher`` built by ``task``."""
+    """A list that gets one entry per pass of ``teacher`` built by ``task`` (its forward, or
+    its ``head_logits``: what inference reads of a classifier)."""
     calls = []
     original = task.build_model
 
@@ -109,6 +110,8 @@ def count_teacher_forwards(task, teacher) -> list:
         model = original(model_dir, config_overrides)
         if str(model_dir) == str(teacher):
             model.register_forward_hook(lambda *a: calls.append(1))
+            head = model.head_logits
+            model.head_logits = lambda *a, **k: (calls.append(1), head(*a, **k))[1]
         return model
 
     task.build_model = counting_build

@@ -40,15 +40,15 @@ def test_a_fixed_shape_route_stays_padded_and_unpadded_is_refused_there(tmp_path
         bert.unpad("packed")
 
 
-# bf16 on a class where a row's rounding may move with the batch (every class of
-# BF16_ROWS_ALONE_CLASSES unpads: the next test); dynamic INT8 on every class
+# bf16 on the classes where a row's rounding may move with the batch's padding (those of
+# BF16_UNPADDED_CLASSES unpad: the next test); dynamic INT8 on every class
 @pytest.mark.parametrize("klass, precision, why", [
-    ("avx2", "bf16", "bf16 rounds the same row differently"),
+    *((klass, "bf16", "bf16 rounds the same row differently") for klass in ("avx2", "avx512-vnni", "amx")),
     *((klass, "int8", "dynamic INT8 scales a batch's activations") for klass in ("avx2", "avx512-bf16", "amx"))])
 def test_auto_keeps_bf16_and_int8_padded_so_that_the_doors_agree(tmp_path, monkeypatch, klass, precision, why):
-    from bertkit.cpu import BF16_ROWS_ALONE_CLASSES, CPU_CLASS_ENV
+    from bertkit.cpu import BF16_UNPADDED_CLASSES, CPU_CLASS_ENV
 
-    assert precision != "bf16" or klass not in BF16_ROWS_ALONE_CLASSES
+    assert precision != "bf16" or klass not in BF16_UNPADDED_CLASSES
     monkeypatch.setenv(CPU_CLASS_ENV, klass)
     bert = load(make_task_model(tmp_path, "classify"), precision=precision)
     assert not bert.unpad("auto") and why in bert.attention_reason
@@ -57,14 +57,14 @@ def test_auto_keeps_bf16_and_int8_padded_so_that_the_doors_agree(tmp_path, monke
 
 @pytest.mark.parametrize("klass", ["avx2", "avx512-vnni", "avx512-bf16", "amx"])
 def test_auto_unpads_bf16_where_a_row_keeps_its_numbers_and_answers_as_padded(tmp_path, monkeypatch, klass):
-    from bertkit.cpu import BF16_ROWS_ALONE_CLASSES, CPU_CLASS_ENV
+    from bertkit.cpu import BF16_UNPADDED_CLASSES, CPU_CLASS_ENV
 
     monkeypatch.setenv(CPU_CLASS_ENV, klass)
     directory = make_task_model(tmp_path, "classify")
     padded, unpadded = load(directory, precision="bf16"), load(directory, precision="bf16")
     assert not padded.unpad("padded")
-    assert unpadded.unpad("auto") is (klass in BF16_ROWS_ALONE_CLASSES)
-    assert ("keeps each row's numbers" in unpadded.attention_reason) is (klass in BF16_ROWS_ALONE_CLASSES)
+    assert unpadded.unpad("auto") is (klass in BF16_UNPADDED_CLASSES)
+    assert ("keeps each row's numbers" in unpadded.attention_reason) is (klass in BF16_UNPADDED_CLASSES)
     plans = [padded.plan_predict(t, "truncate", padded.long_text) for t in TEXTS]
     rows = [p.rows[0] for p in plans]
     # bf16 ulps at most where the kernels are emulated (this machine may not be the class)

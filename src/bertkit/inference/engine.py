@@ -124,7 +124,7 @@ class BertInference(TaskInference):
         a compiled graph, static INT8's exported graph and OpenVINO's keep fixed shapes (an
         OptionError naming ``option``). ``auto`` unpads where that holds: in fp32, and in bf16
         on the CPU classes where a bf16 row was measured to keep its numbers whatever rows are
-        beside it (:func:`bertkit.cpu.bf16_rows_alone`: the avx512_bf16 EPYC's server answered
+        beside it, padded or not (:func:`bertkit.cpu.bf16_unpadded_exact`: the avx512_bf16 EPYC's server answered
         1.10-1.11x the requests at concurrency 32 on a base-sized model, with the padded
         batches' logits exactly); elsewhere a bf16/fp16 row's rounding may move with the
         batch's shape, and dynamic INT8 takes each
@@ -136,7 +136,7 @@ class BertInference(TaskInference):
         blocker = self._unpad_blocker()
         if mode == "unpadded" and blocker:
             raise OptionError(f"{option} unpadded: {blocker}; use padded or auto")
-        exact_bf16 = self.precision == "bf16" and self.device.type == "cpu" and cpu.bf16_rows_alone()
+        exact_bf16 = self.precision == "bf16" and self.device.type == "cpu" and cpu.bf16_unpadded_exact()
         if blocker is None and self.precision in ("bf16", "fp16") and not exact_bf16:
             blocker = (f"{self.precision} rounds the same row differently in other shapes: padded, the "
                        "server answers as the other doors do")

@@ -40,7 +40,7 @@ def run_model(task: Task, model, features: FeatureSet, batch_size: int,
     with torch.inference_mode():
         for idx in tqdm(batches, desc=desc, disable=bar_disabled(progress), leave=False):
             with autocast(precision, device):
-                out = task.compute(model, to_device(features.collate(idx), device))
+                out = task.infer(model, to_device(features.collate(idx), device))
             values = {name: getattr(out, name).float().cpu().numpy() for name in task.output_names}
             for k, i in enumerate(idx):
                 mine.append((int(i), {name: v[k][: features.widths[i]] if task.token_outputs else v[k]

@@ -63,6 +63,7 @@ import torch
 
 from bertkit.config import IGNORE_INDEX
 from bertkit.errors import BertkitError, CheckpointError, InputError
+from bertkit.model.outputs import ModelOutput
 from bertkit.modeldir.entry import DEFAULT_MAX_SEQ_LENGTH, FINETUNE_KEY, read_model_config
 from bertkit.runlog import RunLogger
 
@@ -371,7 +372,7 @@ class Task:
         each row cut to its own length for ``token_outputs`` (a tuple when several). Logits
         alone come from the model's ``head_logits`` where it has one (a pooled classifier then
         runs its last layer at ``[CLS]`` only)."""
-        if self.output_names == ("logits",) and hasattr(model, "head_logits"):
+        if self.reads_head_logits(model):
             values = [model.head_logits(ids, types, mask).float().cpu().numpy()]
         else:
             out = model(ids, types, mask)
@@ -439,6 +440,21 @@ class Task:
     def compute(self, model, batch: dict[str, torch.Tensor]):
         """The model's output on a collated batch (its ``loss`` when targets are present)."""
         return model(**batch)
+
+    def infer(self, model, batch: dict[str, torch.Tensor]):
+        """The model's :attr:`output_names` on a collated batch, for inference (``run_model``:
+        ``predict``, ``evaluate``): computed as the engine's rows are (:meth:`row_outputs`), so
+        that every door runs a classifier alike, else :meth:`compute`'s (targets ignored)."""
+        if self.reads_head_logits(model):
+            return ModelOutput(logits=model.head_logits(batch["input_ids"], batch.get("token_type_ids"),
+                                                        batch.get("attention_mask")))
+        return self.compute(model, batch)
+
+    def reads_head_logits(self, model) -> bool:
+        """Logits alone come from the model's ``head_logits`` where it has one: a pooled
+        classifier then runs its last layer at ``[CLS]`` only where that pays (whose rounding
+        in bf16 may differ from the full layer's by an ulp: every door must take one path)."""
+        return self.output_names == ("logits",) and hasattr(model, "head_logits")
 
     def config_entries(self, metrics: dict[str, float] | None = None) -> dict[str, Any]:
         """Extra ``config.json`` fields of the fine-tuned model (labels, task, options);
