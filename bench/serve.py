@@ -18,6 +18,8 @@ Servers (``--servers``, comma-separated):
 * ``bertkit fp32 process`` / ``bertkit int8 process`` / ``bertkit int8 static process`` /
   ``bertkit bf16 process``: the same with ``--model-process`` (the forward passes in a process of their own);
   ``bertkit bf16 unpadded process``: that with ``--attention-impl unpadded`` (bf16 on the real tokens only);
+  ``bertkit bf16 auto process``: ``--model-process --runtime auto`` (OpenVINO for the batches where
+  ``bertkit.inference.openvino.MEASURED_FASTER`` says it is faster, PyTorch for the rest);
 * ``bertkit bf16`` / ``hf bf16`` / ``hf bf16 batched``: ``--precision bf16``, and the pipeline's
   model in bf16 (``model.to(torch.bfloat16)``); answers checked by top label, as INT8's;
 * ``bertkit openvino fp32`` / ``bertkit openvino bf16`` / ``bertkit openvino int8``: ``bertkit
@@ -67,7 +69,8 @@ from pydantic import BaseModel
 SERVERS = ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "hf fp32", "hf int8", "hf fp32 batched", "hf int8 batched",
            "bertkit embed", "st embed", "bertkit openvino fp32", "bertkit openvino bf16", "bertkit openvino int8",
            "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-           "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process", "bertkit bf16 unpadded process", "hf bf16", "hf bf16 batched")
+           "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process", "bertkit bf16 unpadded process", "bertkit bf16 auto process",
+           "hf bf16", "hf bf16 batched")
 CALIBRATION = 300  # SST-2 train sentences the OpenVINO INT8 server is calibrated on
 EMBED_POOLING = "mean"  # the embedding servers' pooling (written as the model's sentence-transformers layout)
 
@@ -286,6 +289,8 @@ def start(server: str, args, port: int) -> subprocess.Popen:
                "--precision", precision, "--max-queue", "4096", "--no-access-log"]
         if "openvino" in server:
             cmd += ["--runtime", "openvino"]
+        if "auto" in server.split():  # --runtime auto: OpenVINO where measured faster (bf16 on AMX: small batches)
+            cmd += ["--runtime", "auto"]
         if precision == "int8" and ("openvino" in server or "static" in server.split()):
             cmd += ["--calibration", calibration_file(args.data)]
         if server.endswith(" process"):
@@ -644,7 +649,7 @@ def main(argv=None) -> int:
                   f"requests/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms")
     for mine in ("bertkit fp32", "bertkit int8", "bertkit int8 x86", "bertkit int8 static", "bertkit openvino fp32",
                  "bertkit openvino bf16", "bertkit openvino int8", "bertkit fp32 process", "bertkit int8 process", "bertkit int8 static process",
-                 "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process"):
+                 "bertkit fp32 compiled process", "bertkit bf16", "bertkit bf16 process", "bertkit bf16 auto process"):
         precision = precision_of(mine)
         for baseline in (f"hf {precision}", f"hf {precision} batched"):
             for c in levels:

@@ -1,5 +1,5 @@
 """``--runtime auto`` (``bertkit.inference.openvino.choose_runtime``): OpenVINO only where it was
-measured faster (bf16 on the AMX class), for a model whose task head it runs, with openvino
+measured faster (bf16 on the AMX class, batches of a few tokens), for a model whose task head it runs, with openvino
 installed; PyTorch everywhere else, with the reason. Runs without openvino (its presence is
 replaced where the test needs it); the serve test that runs OpenVINO skips without it."""
 
@@ -23,7 +23,39 @@ def openvino_here(monkeypatch):
 def test_auto_runs_openvino_for_bf16_on_the_amx_class(tmp_path, monkeypatch, openvino_here):
     monkeypatch.setenv("BERTKIT_CPU_CLASS", "amx")
     bert = load(make_task_model(tmp_path, "sst2"), precision="bf16")
-    assert bov.choose_runtime(bert) == ("openvino", "auto: measured faster than PyTorch for bf16 on CPU class amx")
+    assert bov.choose_runtime(bert) == ("openvino", "auto: measured faster than PyTorch for bf16 on CPU class amx "
+                                                    "in batches of at most 64 tokens; larger batches on PyTorch")
+
+
+def test_auto_runs_small_batches_on_openvino_and_larger_ones_on_pytorch(tmp_path, monkeypatch, openvino_here):
+    """Where OpenVINO was measured faster only for a few tokens (bf16 on AMX: lone short
+    inputs), a batch of at most MEASURED_FASTER's padded tokens runs on its graph, a larger one
+    on the PyTorch model at the same precision."""
+    import torch
+
+    from bertkit.model.outputs import ModelOutput
+
+    calls = []
+
+    class FakeGraph:  # OpenVINO's compiled graph, answering equal logits
+        def __init__(self, xml, precision, threads, config=None):
+            self.precision = precision
+
+        def __call__(self, ids, types=None, mask=None):
+            calls.append(tuple(ids.shape))
+            return ModelOutput(logits=torch.zeros(ids.shape[0], 2))
+
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "amx")
+    monkeypatch.setattr(bov, "OvModel", FakeGraph)
+    monkeypatch.setattr(bov, "convert", lambda *a, **k: tmp_path / "graph.xml")
+    bert = load(make_task_model(tmp_path, "sst2"), precision="bf16")
+    engine = bov.on_openvino(bert)
+    limit = bov.MEASURED_FASTER["amx", "bf16"]
+    assert engine.max_tokens == limit and f"at most {limit} tokens" in engine.runtime_reason
+    assert [a[0]["score"] for a in engine.predict(["a good day"])] == [0.5]  # 5 tokens: OpenVINO
+    assert calls == [(1, 5)]
+    texts = ["the man went to the store , a good day"] * 8  # 8 x 12 tokens > limit: PyTorch
+    assert engine.predict(texts) == bert.predict(texts) and calls == [(1, 5)]
 
 
 @pytest.mark.parametrize("cls, precision", [("amx", "fp32"), ("amx", "int8"), ("avx512-bf16", "bf16"),
@@ -93,7 +125,8 @@ def test_serve_runtime_auto_on_openvino(tmp_path, monkeypatch, capsys):
         info = client.get("/info").json()["bertkit"]
         assert info["runtime"] == "openvino" and info["precision"] == "bf16"
         got = client.post("/predict", json={"inputs": [[t] for t in texts]}).json()
-    assert "runtime openvino (auto: measured faster than PyTorch for bf16 on CPU class amx)" in capsys.readouterr().err
+    assert "runtime openvino (auto: measured faster than PyTorch for bf16 on CPU class amx in batches" in (
+        capsys.readouterr().err)
     ours = load(directory, precision="bf16").predict(texts)
     for a, b in zip(got, ours):
         assert a[0]["label"] == b[0]["label"] and abs(a[0]["score"] - b[0]["score"]) < 0.05

@@ -20,10 +20,10 @@ for classification, regression, tagging and question answering) run on OpenVINO;
 lists ``BF16``); elsewhere it silently stays fp32, so :func:`compile_model` refuses ``bf16`` there
 instead of timing an fp32 model under a bf16 label.
 
-``--runtime auto`` (:func:`choose_runtime`, :func:`on_openvino`): OpenVINO for a task head's rows
-where it was measured faster than every PyTorch route at the precision the model runs at
-(:data:`MEASURED_FASTER`), PyTorch everywhere else; the other routes stay on PyTorch at that
-same precision.
+``--runtime auto`` (:func:`choose_runtime`, :func:`on_openvino`): OpenVINO for a task head's
+batches up to the size where it was measured faster than every PyTorch route at the precision
+the model runs at (:data:`MEASURED_FASTER`), PyTorch everywhere else; larger batches and the
+other routes stay on PyTorch at that same precision.
 """
 
 from __future__ import annotations
@@ -45,25 +45,28 @@ from bertkit.model.outputs import ModelOutput
 
 XML = "openvino_model.xml"
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 layers come from the graph
-# (CPU class, precision) pairs (bertkit.cpu.cpu_class) where OpenVINO's CPU plugin ran a task
-# head's rows faster than bertkit's fastest PyTorch route at that precision, and nowhere
-# slower: bf16 on the Intel Xeon with AMX (BERT-Base, one thread: lone inputs of 16 / 32 / 128
-# tokens 1.53x / 1.40x / 1.18x, batches of 8 and 32 x 128 and SST-2 dev level at 0.95-1.01x;
-# the server 1.2x at concurrency 1 and 32; docs/serving-results.md). Where bertkit's own route
-# is as fast or faster (INT8: static INT8 leads OpenVINO's), or where nothing was measured,
-# --runtime auto stays on PyTorch. The Intel Xeon with VNNI only (avx512-vnni) was measured and
-# has no pair: OpenVINO's fp32 was 1.27-1.39x bertkit's on a lone 1 x 128 input (1.12x once fp32
-# layers were packed for oneDNN, 0.98x once packed for MKL's sgemm, and 1.06-1.12x at 1 x 16-32;
-# 2026-11-27) but 0.68-0.96x on SST-2 batches, and static INT8 is level or ahead (0.99-1.18x,
-# one thread; 2026-11-26); behind the server (BERT-Base-sized fp32, two runs) OpenVINO answered
-# a lone request 1.03-1.06x as fast but 0.51-0.58x the requests at concurrency 32; an fp32 answer
-# on OpenVINO also moves by ~1e-3. The avx512_bf16 EPYC was measured and has no pair either: bf16
-# batches level (bertkit at 0.95-1.02x OpenVINO's speed, one thread), and behind the server
-# (base-sized) OpenVINO answered a lone request sooner on one thread (p50 33.8 against 37.2 ms)
-# but later on two (34.2 against 25.1) and fewer requests at concurrency 32 either way (23.3-24.9
-# against 30.7-51.9 req/s); its INT8 led bertkit's by 4-14% on batches but needs its own
-# calibration route, not measured behind the server (2026-12-01).
-MEASURED_FASTER: set[tuple[str, str]] = {("amx", "bf16")}
+# (CPU class, precision) -> the largest batch, in padded tokens (rows x the longest row), that
+# OpenVINO's CPU plugin ran faster than bertkit's fastest PyTorch route at that precision: under
+# --runtime auto a task head's batches up to that size run on OpenVINO, larger ones on PyTorch.
+# bf16 on the Intel Xeon with AMX (BERT-Base, one thread, CPU clock, 2026-12-02): bertkit /
+# OpenVINO 0.69 at 1 x 16 tokens, 0.86 at 1 x 32, 0.97 at 1 x 64, 1.07 at 1 x 128, 1.15-1.27 on
+# batches of 8 and 32 x 128 and SST-2 dev (since a classifier's last layer runs at [CLS] only
+# there; on 2026-11-26 OpenVINO led at every lone length and was level on batches); at a few
+# rows both run oneDNN's AMX bf16 kernels, OpenVINO's streaming the weights faster. Where
+# bertkit's own route is as fast or faster at every size (INT8: static INT8 leads OpenVINO's),
+# or where nothing was measured, --runtime auto stays on PyTorch. The Intel Xeon with VNNI only
+# (avx512-vnni) was measured and has no entry: OpenVINO's fp32 was 1.27-1.39x bertkit's on a
+# lone 1 x 128 input (1.12x once fp32 layers were packed for oneDNN, 0.98x once packed for MKL's
+# sgemm, and 1.06-1.12x at 1 x 16-32; 2026-11-27) but 0.68-0.96x on SST-2 batches, and static
+# INT8 is level or ahead (0.99-1.18x, one thread; 2026-11-26); behind the server (BERT-Base-sized
+# fp32, two runs) OpenVINO answered a lone request 1.03-1.06x as fast but 0.51-0.58x the requests
+# at concurrency 32; an fp32 answer on OpenVINO also moves by ~1e-3. The avx512_bf16 EPYC was
+# measured and has no entry either: bf16 batches level (bertkit at 0.95-1.02x OpenVINO's speed,
+# one thread), and behind the server (base-sized) OpenVINO answered a lone request sooner on one
+# thread (p50 33.8 against 37.2 ms) but later on two (34.2 against 25.1) and fewer requests at
+# concurrency 32 either way (23.3-24.9 against 30.7-51.9 req/s); its INT8 led bertkit's by 4-14%
+# on batches but needs its own calibration route, not measured behind the server (2026-12-01).
+MEASURED_FASTER: dict[tuple[str, str], int] = {("amx", "bf16"): 64}
 
 
 def require_openvino():
@@ -112,14 +115,18 @@ def choose_runtime(bert: BertInference) -> tuple[str, str]:
         return "torch", "auto: openvino is not installed (pip install 'bertkit[openvino]')"
     if bert.precision == "bf16" and not native_bf16():
         return "torch", "auto: OpenVINO's CPU plugin does not compute bf16 on this CPU"
-    return "openvino", f"auto: measured faster than PyTorch for {bert.precision} on CPU class {klass}"
+    return "openvino", (f"auto: measured faster than PyTorch for {bert.precision} on CPU class {klass} in batches "
+                        f"of at most {MEASURED_FASTER[klass, bert.precision]} tokens; larger batches on PyTorch")
 
 
 def on_openvino(bert: BertInference, threads: int | None = None) -> BertInference:
     """``bert`` with its task-head rows on OpenVINO at its own precision when
-    :func:`choose_runtime` says so (the model directory converted to a temporary folder; the
-    other routes stay on ``bert``'s PyTorch model at that precision), else ``bert`` itself;
-    either way :attr:`~BertInference.runtime_reason` says why."""
+    :func:`choose_runtime` says so, in batches up to :data:`MEASURED_FASTER`'s size (the model
+    directory converted to a temporary folder; larger batches and the other routes stay on
+    ``bert``'s PyTorch model at that precision), else ``bert`` itself; either way
+    :attr:`~BertInference.runtime_reason` says why."""
+    from bertkit.cpu import cpu_class
+
     runtime, why = choose_runtime(bert)
     if runtime == "torch":
         bert.runtime_reason = why
@@ -127,6 +134,7 @@ def on_openvino(bert: BertInference, threads: int | None = None) -> BertInferenc
     engine = _converted_engine(bert.model, bert.tokenizer, bert.source, bert.precision, threads,
                                torch_precision=bert.precision)
     engine.precision_reason, engine.runtime_reason = bert.precision_reason, why
+    engine.max_tokens = MEASURED_FASTER[cpu_class(), bert.precision]
     return engine
 
 
@@ -223,9 +231,12 @@ class OpenVinoInference(BertInference):
     run on OpenVINO at ``ov_precision``. What the exported graph does not compute (embeddings,
     fill-mask, attention maps, multiple choice) runs on the PyTorch model it was built from,
     which stays loaded, at ``torch_precision`` (fp32 for ``--runtime openvino``, the model's own
-    precision for ``--runtime auto``); :attr:`runtime` says ``openvino``."""
+    precision for ``--runtime auto``); :attr:`runtime` says ``openvino``. :attr:`max_tokens`
+    (``--runtime auto``: :data:`MEASURED_FASTER`'s size): a batch of more padded tokens than
+    that (rows x the longest row) runs on the PyTorch model too; None: every batch on OpenVINO."""
 
     runtime = "openvino"
+    max_tokens: int | None = None
 
     def __init__(self, model, tokenizer, xml: str | Path, ov_precision: str = "fp32",
                  source: str = "model", threads: int | None = None, torch_precision: str = "fp32"):
@@ -242,7 +253,8 @@ class OpenVinoInference(BertInference):
         """As :meth:`TaskInference.run_rows`; a task family's rows that are the model's named
         outputs (classification, regression, tagging, spans) run on OpenVINO's graph."""
         kind = key[0]
-        if not getattr(kind, "rows_from_outputs", False):
+        if not getattr(kind, "rows_from_outputs", False) or (
+                self.max_tokens is not None and len(rows) * max(len(r.input_ids) for r in rows) > self.max_tokens):
             return super().run_rows(key, rows)
         ids, types, mask = self._pad(rows)
         with self._lock:
