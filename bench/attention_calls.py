@@ -10,9 +10,12 @@ batches of SST-2 dev sentences both ways.
 The fit: per call, ``call + rows * (row + heads * (head + length * token + length**2 * pair))``
 microseconds, least squares on the relative error over 2-32 sequences of 8-256 tokens
 (``padded``: gathered from the packed tokens, masked, packed again) and one sequence of
-2-512 tokens (``single``: its own packed tokens), 2-16 heads of 64; fp32, ``--threads``
-threads (one: what the servers' benchmarks run). It prints each fit's spread (predicted over
-measured time) and the line to put in ``ATTENTION_COST_BY_CLASS`` for this CPU's class.
+2-512 tokens (``single``: its own packed tokens), 2-16 heads of 64; in ``--precision`` (fp32,
+or bf16: the inputs a bf16 model's attention gets), ``--threads`` threads (one: what the
+servers' benchmarks run). It prints each fit's spread (predicted over measured time) and the
+line to put in ``ATTENTION_COST_BY_CLASS`` for this CPU's class and that precision.
+
+    python bench/attention_calls.py --precision bf16 --model runs/base/sst2
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def _us(f, seconds: float) -> float:
     return float(np.median(times))
 
 
-def padded_grid(seconds: float, heads_counts=HEADS) -> list[tuple[int, int, int, float]]:
+def padded_grid(seconds: float, heads_counts=HEADS, dtype=torch.float32) -> list[tuple[int, int, int, float]]:
     """(rows, length, heads, us) of one padded call as ``_attention_padded`` makes it (one
     sequence a token short, so that the mask is on)."""
     from bertkit.model.attention import build_attention_mask
@@ -57,7 +60,7 @@ def padded_grid(seconds: float, heads_counts=HEADS) -> list[tuple[int, int, int,
                 lengths = torch.tensor([length] * (rows - 1) + [length - 1])
                 key_mask = torch.arange(length)[None, :] < lengths[:, None]
                 mask = build_attention_mask(key_mask, length, False)
-                qkv = torch.randn(int(lengths.sum()), 3 * heads * SIZE)
+                qkv = torch.randn(int(lengths.sum()), 3 * heads * SIZE).to(dtype)
                 packing = Packing.from_mask(key_mask)  # made once per pass in a model, as is its gather:
                 packing.spread(qkv[:, :1])  # neither is what a call costs
                 with torch.inference_mode():
@@ -66,14 +69,14 @@ def padded_grid(seconds: float, heads_counts=HEADS) -> list[tuple[int, int, int,
     return grid
 
 
-def single_grid(seconds: float, heads_counts=HEADS) -> list[tuple[int, int, int, float]]:
+def single_grid(seconds: float, heads_counts=HEADS, dtype=torch.float32) -> list[tuple[int, int, int, float]]:
     """(1, length, heads, us) of one sequence's call on its own packed tokens."""
     from bertkit.model.unpadded import Packing, _attention_one_by_one
 
     grid = []
     for heads in heads_counts:
         for length in (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
-            qkv = torch.randn(length, 3 * heads * SIZE)
+            qkv = torch.randn(length, 3 * heads * SIZE).to(dtype)
             packing = Packing.from_mask(torch.ones(1, length, dtype=torch.bool))
             packing.offsets  # noqa: B018 (made once per pass in a model, not what a call costs)
             with torch.inference_mode():
@@ -106,7 +109,8 @@ def end_to_end(args, cost) -> None:
     from bertkit.serve.app import load_model
     from bertkit.serve.config import ServeConfig
 
-    engine = load_model(ServeConfig(model=args.model, threads=args.threads, precision="fp32"), announce=False)
+    engine = load_model(ServeConfig(model=args.model, threads=args.threads, precision=args.precision,
+                                    attention_impl="unpadded"), announce=False)
     lines = open(f"{args.data}/dev.tsv", encoding="utf-8").read().splitlines()[1:]
     plans = [engine.plan_predict(line.split("\t")[0]) for line in lines]
     key, rows = plans[0].key, [p.rows[0] for p in plans]
@@ -118,7 +122,7 @@ def end_to_end(args, cost) -> None:
             for name in times:
                 unpadded.ATTENTION_COST_BY_CLASS.clear()
                 if name == "chosen":
-                    unpadded.ATTENTION_COST_BY_CLASS[cpu_class()] = cost
+                    unpadded.ATTENTION_COST_BY_CLASS[(cpu_class(), args.precision)] = cost
                 engine.run_rows(key, batches[0])
                 start = time.process_time()
                 for batch in batches:
@@ -140,6 +144,8 @@ def main(argv=None) -> int:
     parser.add_argument("--data", default="../shared/data/glue/SST-2", help="GLUE SST-2 folder (dev.tsv)")
     parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[4, 16, 32])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the model timing")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="the attention inputs' dtype, and the model's precision (default fp32)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -147,14 +153,15 @@ def main(argv=None) -> int:
     from bertkit.model.unpadded import AttentionCost
 
     costs = {}
-    for name, grid in (("padded", padded_grid(args.seconds, args.heads)),
-                       ("single", single_grid(args.seconds, args.heads))):
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.precision]
+    for name, grid in (("padded", padded_grid(args.seconds, args.heads, dtype)),
+                       ("single", single_grid(args.seconds, args.heads, dtype))):
         costs[name], spread = fit(grid)
         print(f"{name}: {costs[name]}; predicted / measured, 10th-50th-90th percentile: "
               + " ".join(f"{x:.2f}" for x in spread))
     cost = AttentionCost(**costs)
-    print(f'\nfor ATTENTION_COST_BY_CLASS ({torch.get_num_threads()} thread(s), CPU class {cpu_class()}):\n'
-          f'    "{cpu_class()}": {cost!r},')
+    print(f'\nfor ATTENTION_COST_BY_CLASS ({torch.get_num_threads()} thread(s), CPU class {cpu_class()}, '
+          f'{args.precision}):\n    ("{cpu_class()}", "{args.precision}"): {cost!r},')
     if args.model:
         end_to_end(args, cost)
     return 0

@@ -19,7 +19,8 @@ fp32 everywhere and bf16 on the classes measured to agree; fp32 with
 ``pack_fp32``'s MKL-packed copy for few rows where the CPU class has one; "bertkit fp32 plain"
 without it), bertkit fp32 / bf16 compiled (the engine's
 ``compile="on"`` route, :mod:`bertkit.inference.compiled`, compiled before timing), ONNX Runtime fp32 / INT8 (``export-onnx``),
-Hugging Face fp32 / INT8 (``BertForSequenceClassification``, sdpa; INT8 through the same
+Hugging Face fp32 / bf16 / INT8 (``BertForSequenceClassification``, sdpa; bf16 with its
+weights stored in bf16, as ``bench/serve.py``'s ``hf bf16`` pipelines; INT8 through the same
 PyTorch dynamic quantisation as bertkit's), OpenVINO fp32 / bf16 / INT8
 (``bertkit.inference.openvino``: bertkit's ONNX graph; INT8 by NNCF post-training static
 quantisation calibrated on 300 SST-2 *train* sentences; bf16 only where the CPU has it
@@ -72,7 +73,7 @@ from bertkit.precision import autocast
 
 PRECISION_ROWS = ("bertkit fp32", "bertkit fp32 plain", "bertkit bf16", "bertkit int8", "bertkit int8 static", "bertkit fp32 compiled",
                   "bertkit bf16 compiled", "ort fp32", "ort int8", "hf fp32",
-                  "hf int8", "ov fp32", "ov bf16", "ov int8", "ct2 fp32", "ct2 int8")
+                  "hf bf16", "hf int8", "ov fp32", "ov bf16", "ov int8", "ct2 fp32", "ct2 int8")
 CALIBRATION = 300  # SST-2 *train* sentences for OpenVINO's static INT8 (timing and checks use dev)
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -428,7 +429,7 @@ def precision_runners(model, directory, names, tmp, calibration=None):
             ort = OrtModel(export_onnx(directory, Path(tmp) / f"{precision}.onnx", int8=precision == "int8"),
                            threads=torch.get_num_threads())
             runners[f"ort {precision}"] = lambda ids, types, mask, o=ort: o(ids, types, mask).logits
-    if "hf fp32" in names or "hf int8" in names:
+    if {"hf fp32", "hf bf16", "hf int8"} & set(names):
         import transformers
 
         hf = transformers.BertForSequenceClassification.from_pretrained(
@@ -442,6 +443,8 @@ def precision_runners(model, directory, names, tmp, calibration=None):
 
         if "hf fp32" in names:
             runners["hf fp32"] = hf_run(hf)
+        if "hf bf16" in names:  # the weights stored in bf16, as bench/serve.py's "hf bf16" pipelines
+            runners["hf bf16"] = hf_run(copy.deepcopy(hf).to(torch.bfloat16))
         if "hf int8" in names:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -68,14 +68,22 @@ CPU_CLASSES: dict[str, tuple[str, ...]] = {
 # 2026-12-02); the AMX Xeon: 0.0 on both models (2026-12-02), and one bf16 ulp on one score in
 # 48 on the tests' random 768-wide two-layer models; the VNNI Xeon, emulated (2026-11-27).
 BF16_ROWS_ALONE_CLASSES = frozenset({"avx512-bf16", "avx512-vnni", "amx"})
-# CPU classes where a bf16 batch on its real tokens only (the unpadded attention, what a
-# server's --attention-impl auto runs) was measured to give every row the numbers of the same
-# batch padded, so that the server answers as predict does: the avx512_bf16 EPYC (0.0 on both
-# models above, 2026-12-01 and 2026-12-02). Not the AMX Xeon: 0.0 on those two models, but one
-# bf16 ulp (3.9e-3) on one score in 24 of the doors test's 768-wide regression model
-# (tests/inference/test_default_precision.py), its products summing a shorter key length in
-# another order (2026-12-02). The VNNI Xeon is not measured.
-BF16_UNPADDED_CLASSES = frozenset({"avx512-bf16"})
+# CPU classes where a server's bf16 batches run on their real tokens only (the unpadded
+# attention, what --attention-impl auto runs), with why that costs no agreement between doors:
+# * the avx512_bf16 EPYC: the same batch unpadded gives every row the padded batch's numbers
+#   (0.0 on both models above, 2026-12-01 and 2026-12-02);
+# * the AMX Xeon: there padding keeps no row's numbers either. oneDNN's bf16 product rounds a
+#   row by the row count of its batch (BERT-Base's four layer shapes, the same rows at 1-799
+#   rows: up to 7.8e-3 apart; 2026-12-02), so a lone request, padded, already answers up to
+#   1.9e-3 away from predict's batches (40 of 64 SST-2 dev sentences beyond 1e-4, base-sized
+#   model; BERT-Tiny 12 of 64), and unpadded moves a row by the same bf16 rounding (one score
+#   in 24 of the doors test's wide model, 3.9e-3); while a base-sized server answered 1.58x the
+#   requests at concurrency 32 unpadded (106.7 against 67.4 a second, bench/serve.py).
+# The VNNI Xeon is not measured.
+BF16_UNPADDED_CLASSES: dict[str, str] = {
+    "avx512-bf16": "bf16 keeps each row's numbers on CPU class avx512-bf16",
+    "amx": "bf16 on CPU class amx rounds a row by its batch's row count, padded or not",
+}
 # CPU classes where bf16 attention in inference runs faster as two batched products
 # (bertkit.model.attention.products_attention) than as torch's fused CPU kernel
 # (scaled_dot_product_attention's flash kernel, 35-50 GFLOP/s there against 130-145 for the
@@ -161,10 +169,10 @@ def bf16_rows_alone() -> bool:
     return cpu_class() in BF16_ROWS_ALONE_CLASSES
 
 
-def bf16_unpadded_exact() -> bool:
-    """Does a bf16 batch on this CPU's class give every row the same numbers on its real tokens
-    only as padded (:data:`BF16_UNPADDED_CLASSES`, as measured there)?"""
-    return cpu_class() in BF16_UNPADDED_CLASSES
+def bf16_unpadded() -> str | None:
+    """Why a server's bf16 batches on this CPU's class run on their real tokens only
+    (:data:`BF16_UNPADDED_CLASSES`, as measured there), or None: they stay padded."""
+    return BF16_UNPADDED_CLASSES.get(cpu_class())
 
 
 def bf16_products_attention() -> bool:

@@ -14,6 +14,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from bertkit.cli.main import main  # noqa: E402
+from bertkit.cpu import BF16_UNPADDED_CLASSES  # noqa: E402
 from bertkit.inference import load  # noqa: E402
 from bertkit.precision import INFERENCE_DEFAULT  # noqa: E402
 from bertkit.serve.app import create_app  # noqa: E402
@@ -25,6 +26,10 @@ from ..task_models import WIDE, make_task_model  # noqa: E402
 # 5e-7 in fp32 and in bf16, on the AMX Xeon); fp32 against bf16: bf16 keeps 8 significant bits
 TOLERANCE = {"fp32": 1e-5, "bf16": 1e-4}
 FP32_VS_BF16 = 2e-2
+# the server against the other doors in bf16 where it runs its batches on their real tokens
+# (bertkit.cpu.BF16_UNPADDED_CLASSES): on the AMX Xeon, whose bf16 rounds a row by its batch's
+# row count, a logit's bf16 ulp through the softmax at most (seen: 3.9e-3, one score in 24)
+BF16_OTHER_ROW_COUNT = 1e-2
 WORDS = ["the", "man", "went", "to", "store", "a", "unwanted", "running", "he", "she", "is",
          "was", "good", "bad", "day", "night", "cafe", "hello", "world", "quick", ",", "."]
 
@@ -76,16 +81,18 @@ def test_defaults_give_one_answer_at_every_door(tmp_path, cpu_class, kind, task)
     records = [{"text": a, "text_pair": b} for a, b in items] if pairs else [{"text": t} for t in items]
     cli = cli_predict(tmp_path, task, model, records)
     tolerance = TOLERANCE[expected]
+    # the server unpads bf16 there (bertkit.cpu.bf16_unpadded); the CLI batches as the API does
+    by_server = BF16_OTHER_ROW_COUNT if expected == "bf16" and cpu_class in BF16_UNPADDED_CLASSES else tolerance
     if kind == "regression":
         scores = [a[0]["score"] for a in api]
-        assert scores == pytest.approx([s[0]["score"] for s in served], abs=tolerance)
+        assert scores == pytest.approx([s[0]["score"] for s in served], abs=by_server)
         assert scores == pytest.approx([c["score"] for c in cli], abs=tolerance)
         assert max(scores) - min(scores) > 10 * tolerance  # the inputs get different answers
         return
     assert [a[0]["label"] for a in api] == [s[0]["label"] for s in served] == [c["label"] for c in cli]
     for a, s, c in zip(api, served, cli):
         assert {x["label"]: x["score"] for x in a} == pytest.approx(
-            {x["label"]: x["score"] for x in s}, abs=tolerance)
+            {x["label"]: x["score"] for x in s}, abs=by_server)
         assert {x["label"]: x["score"] for x in a} == pytest.approx(c["probabilities"], abs=tolerance)
     assert len({a[0]["label"] for a in api}) == 2  # both labels occur: the comparison says something
 

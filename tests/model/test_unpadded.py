@@ -103,11 +103,24 @@ def test_attention_goes_one_sequence_at_a_time_where_padding_costs_more_than_cal
     assert packing.one_by_one(12, COSTS) and not packing.one_by_one(1, COSTS)
 
 
+def test_attention_costs_are_read_for_the_inputs_dtype(monkeypatch):
+    """A fit holds for the dtype it was measured in: fp32's costs never choose for bf16 inputs."""
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-vnni")
+    monkeypatch.setattr(unpadded_module, "ATTENTION_COST_BY_CLASS", {("avx512-vnni", "fp32"): COSTS})
+    assert unpadded_module.attention_cost(torch.float32) is COSTS
+    assert unpadded_module.attention_cost(torch.bfloat16) is None
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "amx")
+    assert unpadded_module.attention_cost(torch.float32) is None
+    monkeypatch.setenv("BERTKIT_ATTENTION_ONE_BY_ONE", "0")
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-vnni")
+    assert unpadded_module.attention_cost(torch.float32) is None
+
+
 @pytest.fixture
 def costed_class(monkeypatch):
     """This CPU taken for the VNNI class, whose attention costs are :data:`COSTS`."""
     monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-vnni")
-    monkeypatch.setitem(unpadded_module.ATTENTION_COST_BY_CLASS, "avx512-vnni", COSTS)
+    monkeypatch.setitem(unpadded_module.ATTENTION_COST_BY_CLASS, ("avx512-vnni", "fp32"), COSTS)
 
 
 @pytest.mark.parametrize("heads, lengths, alone", [(16, [40, 5, 6, 22, 5, 24, 7, 23], True),

@@ -123,21 +123,21 @@ class BertInference(TaskInference):
         concurrency 32 on the AMX Xeon, docs/serving-results.md). ``unpadded`` on the eager PyTorch route only:
         a compiled graph, static INT8's exported graph and OpenVINO's keep fixed shapes (an
         OptionError naming ``option``). ``auto`` unpads where that holds: in fp32, and in bf16
-        on the CPU classes where a bf16 row was measured to keep its numbers whatever rows are
-        beside it, padded or not (:func:`bertkit.cpu.bf16_unpadded_exact`: the avx512_bf16 EPYC's server answered
-        1.10-1.11x the requests at concurrency 32 on a base-sized model, with the padded
-        batches' logits exactly); elsewhere a bf16/fp16 row's rounding may move with the
-        batch's shape, and dynamic INT8 takes each
-        batch's activation scale over the padding too (without it the scores moved by up to 0.08
-        on a toy model), so ``auto`` stays padded there and the server answers as ``predict``
-        does. Whether batches now run unpadded; :attr:`attention_reason` says why."""
+        on the CPU classes of :func:`bertkit.cpu.bf16_unpadded` (the avx512_bf16 EPYC, where a
+        bf16 row keeps the padded batch's numbers: its server answered 1.10-1.11x the requests
+        at concurrency 32 on a base-sized model; the AMX Xeon, where padding keeps no row's
+        numbers either, oneDNN rounding a row by its batch's row count: 1.58x there);
+        elsewhere a bf16/fp16 row's rounding may move with the batch's shape, and dynamic INT8
+        takes each batch's activation scale over the padding too (without it the scores moved
+        by up to 0.08 on a toy model), so ``auto`` stays padded there and the server answers
+        as ``predict`` does. Whether batches now run unpadded; :attr:`attention_reason` says why."""
         if mode not in UNPAD_MODES:
             raise OptionError(f"{option} must be one of {', '.join(UNPAD_MODES)}, got {mode!r}")
         blocker = self._unpad_blocker()
         if mode == "unpadded" and blocker:
             raise OptionError(f"{option} unpadded: {blocker}; use padded or auto")
-        exact_bf16 = self.precision == "bf16" and self.device.type == "cpu" and cpu.bf16_unpadded_exact()
-        if blocker is None and self.precision in ("bf16", "fp16") and not exact_bf16:
+        bf16_why = cpu.bf16_unpadded() if self.precision == "bf16" and self.device.type == "cpu" else None
+        if blocker is None and self.precision in ("bf16", "fp16") and not bf16_why:
             blocker = (f"{self.precision} rounds the same row differently in other shapes: padded, the "
                        "server answers as the other doors do")
         elif blocker is None and self.precision == "int8":
@@ -148,8 +148,7 @@ class BertInference(TaskInference):
         self.attention_reason = (f"{option} {mode}" if mode != "auto" else
                                  f"auto: {blocker}" if blocker else
                                  "auto: the eager route computes only the real tokens of a batch"
-                                 + (f" (bf16 keeps each row's numbers on CPU class {cpu.cpu_class()})"
-                                    if exact_bf16 else ""))
+                                 + (f" ({bf16_why})" if bf16_why else ""))
         return unpadded
 
     def _unpad_blocker(self) -> str | None:

@@ -134,24 +134,32 @@ class AttentionCost:
     single: CallCost
 
 
-# Fitted per CPU class by bench/attention_calls.py (least squares on the relative error; the
-# grid and what it saves are in docs/serving-results.md, "Attention one sequence at a time").
-# A class not measured makes one call per batch, padded to its longest sequence.
-# * avx512-vnni: Intel Xeon @ 2.50GHz with VNNI, no native bf16 (2026-11-27); predictions
+# Fitted per CPU class and dtype of the attention's inputs by bench/attention_calls.py (least
+# squares on the relative error; the grid and what it saves are in docs/serving-results.md,
+# "Attention one sequence at a time"). A (class, dtype) not measured makes one call per batch,
+# padded to its longest sequence.
+# * avx512-vnni, fp32: Intel Xeon @ 2.50GHz with VNNI, no native bf16 (2026-11-27); predictions
 #   0.75-1.20x the measured time (10th-90th percentile, three fits). BERT-Base fp32, batches of 16 and 32
 #   random SST-2 dev sentences: 0.94x and 0.93x the time of a pass; BERT-Tiny (2 heads): level.
-ATTENTION_COST_BY_CLASS: dict[str, AttentionCost] = {
-    "avx512-vnni": AttentionCost(padded=CallCost(call=38.79, row=0.0, head=4.257, token=0.2089, pair=0.0044),
-                                 single=CallCost(call=39.27, row=0.0, head=0.9776, token=0.2291, pair=0.0029)),
+ATTENTION_COST_BY_CLASS: dict[tuple[str, str], AttentionCost] = {
+    ("avx512-vnni", "fp32"): AttentionCost(padded=CallCost(call=38.79, row=0.0, head=4.257, token=0.2089, pair=0.0044),
+                                           single=CallCost(call=39.27, row=0.0, head=0.9776, token=0.2291, pair=0.0029)),
+    # amx, bf16: Intel Xeon with AMX (2026-12-02); predictions 0.83-1.16x the measured time
+    # (padded), 0.88-1.10x (single). A base-sized bf16 model, batches of 16 and 32 random SST-2
+    # dev sentences unpadded: 0.96x and 0.84x the time of a pass (best of 3 rounds).
+    ("amx", "bf16"): AttentionCost(padded=CallCost(call=18.17, row=0.0, head=1.7647, token=0.0448, pair=0.001),
+                                   single=CallCost(call=15.6143, row=0.0, head=0.9107, token=0.0575, pair=0.0006)),
 }
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
-def attention_cost() -> AttentionCost | None:
-    """This CPU class's fitted :class:`AttentionCost` (fp32), or None where none was fitted
-    or ``BERTKIT_ATTENTION_ONE_BY_ONE=0`` turns the choice off (one padded call always)."""
+def attention_cost(dtype: torch.dtype = torch.float32) -> AttentionCost | None:
+    """This CPU class's fitted :class:`AttentionCost` for attention inputs of ``dtype``, or
+    None where none was fitted or ``BERTKIT_ATTENTION_ONE_BY_ONE=0`` turns the choice off (one
+    padded call always)."""
     if os.environ.get("BERTKIT_ATTENTION_ONE_BY_ONE", "").strip() == "0":
         return None
-    return ATTENTION_COST_BY_CLASS.get(cpu.cpu_class())
+    return ATTENTION_COST_BY_CLASS.get((cpu.cpu_class(), DTYPE_NAMES.get(dtype, str(dtype))))
 
 
 def one_by_one(lengths: Sequence[int], heads: int, cost: AttentionCost) -> bool:
@@ -200,8 +208,8 @@ def _attention_packed(attention, hidden: torch.Tensor, packing: Packing,
         longest = max(packing.lengths)
         context = flash(q, k, v, cu, cu, longest, longest, dropout_p=dropout, causal=attention.causal)
         return context.reshape(hidden.shape[0], heads * size)
-    cost = attention_cost() if not (hidden.is_cuda or attention.training or attention.causal) else None
-    if cost is not None and qkv.dtype is torch.float32 and packing.one_by_one(heads, cost):
+    cost = attention_cost(qkv.dtype) if not (hidden.is_cuda or attention.training or attention.causal) else None
+    if cost is not None and packing.one_by_one(heads, cost):
         return _attention_one_by_one(qkv, packing, heads, size)
     return _attention_padded(qkv, packing, mask, heads, size, dropout, attention.training, attention.causal)
 
