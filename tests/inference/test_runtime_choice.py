@@ -56,6 +56,23 @@ def test_auto_runs_small_batches_on_openvino_and_larger_ones_on_pytorch(tmp_path
     assert calls == [(1, 5)]
     texts = ["the man went to the store , a good day"] * 8  # 8 x 12 tokens > limit: PyTorch
     assert engine.predict(texts) == bert.predict(texts) and calls == [(1, 5)]
+    # PyTorch's batches may run on their real tokens (bf16 unpads on the AMX class); the graph's stay padded
+    assert engine.unpad("auto") and engine.attention_impl == "unpadded"
+    mixed = ["the man went to the store , a good day", "a day"] * 4
+    padded = load(tmp_path / "sst2", precision="bf16")
+    assert not padded.unpad("padded")
+    def scores(answers):
+        return [x["score"] for a in answers for x in a]
+
+    assert scores(engine.predict(mixed)) == pytest.approx(scores(padded.predict(mixed)), abs=2e-2)
+    assert calls == [(1, 5)]
+    assert engine.predict(["a good day"])[0][0]["score"] == 0.5 and calls == [(1, 5), (1, 5)]
+
+
+def test_openvino_alone_keeps_its_graphs_padded(tmp_path, monkeypatch):
+    """--runtime openvino (no max_tokens): every task-head batch is the graph's, padded."""
+    engine = bov.OpenVinoInference.__new__(bov.OpenVinoInference)
+    assert engine.max_tokens is None and "runs its own graph" in engine._unpad_blocker()
 
 
 @pytest.mark.parametrize("cls, precision", [("amx", "fp32"), ("amx", "int8"), ("avx512-bf16", "bf16"),

@@ -154,6 +154,10 @@ class BertInference(TaskInference):
     def _unpad_blocker(self) -> str | None:
         if self.runtime != "torch":
             return f"the {self.runtime} runtime runs its own graph"
+        return self._torch_unpad_blocker()
+
+    def _torch_unpad_blocker(self) -> str | None:
+        """Why the PyTorch model's batches cannot run on their real tokens, or None."""
         if getattr(self.model, "bertkit_static_int8", False):
             return "static INT8 runs an exported graph of fixed shapes"
         if compiled.is_compiled(self.model):
