@@ -46,7 +46,7 @@ TRAINING = ("auto", "fp32", "bf16", "fp16")  # int8 is an inference format
 INFERENCE = PRECISIONS
 RESOLVED = PRECISIONS[1:]  # what resolve() returns: every name but auto
 AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads lazily)
-DTYPE_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # the old --dtype
+DTYPE_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # torch dtype names: the old --dtype, a tensor's
 # auto's bf16 on the CPU starts at these hidden sizes (the crossovers measured by
 # bench/precision_crossover.py; narrower models run faster in fp32 even where bf16 is native)
 BF16_MIN_HIDDEN = {"training": 256, "inference": 768}

@@ -35,6 +35,7 @@ from bertkit import cpu
 from bertkit.model.attention import attend, build_attention_mask
 from bertkit.model.encoder import EncoderLayer
 from bertkit.model.outputs import ModelOutput
+from bertkit.precision import DTYPE_PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,6 @@ ATTENTION_COST_BY_CLASS: dict[tuple[str, str], AttentionCost] = {
     ("amx", "bf16"): AttentionCost(padded=CallCost(call=18.17, row=0.0, head=1.7647, token=0.0448, pair=0.001),
                                    single=CallCost(call=15.6143, row=0.0, head=0.9107, token=0.0575, pair=0.0006)),
 }
-DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def attention_cost(dtype: torch.dtype = torch.float32) -> AttentionCost | None:
@@ -159,7 +159,8 @@ def attention_cost(dtype: torch.dtype = torch.float32) -> AttentionCost | None:
     padded call always)."""
     if os.environ.get("BERTKIT_ATTENTION_ONE_BY_ONE", "").strip() == "0":
         return None
-    return ATTENTION_COST_BY_CLASS.get((cpu.cpu_class(), DTYPE_NAMES.get(dtype, str(dtype))))
+    name = str(dtype).removeprefix("torch.")
+    return ATTENTION_COST_BY_CLASS.get((cpu.cpu_class(), DTYPE_PRECISIONS.get(name, name)))
 
 
 def one_by_one(lengths: Sequence[int], heads: int, cost: AttentionCost) -> bool:
