@@ -197,6 +197,24 @@ def test_the_cost_of_a_pass_is_measured_from_a_probe_and_the_batches_after_it():
     assert cost.tokens is None
 
 
+def test_a_probe_faster_than_the_batches_line_leaves_the_estimate_as_it_was():
+    """Seen on the AMX Xeon: a probe timed in a quiet moment put the batches' line through it
+    below zero, and the estimate read 0 tokens, cutting batches into a pass per length."""
+    cost = PassCost(every=100)
+    cost.probed(100, 0.010)  # 0.1 ms a token, as if a pass cost nothing ...
+    for tokens in (400, 500, 600):  # ... while the batches cost 0.2 ms a token
+        cost.ran(tokens, 0.2e-3 * tokens)
+    assert cost.tokens is None  # not 0: unknown, nothing is cut
+    cost.probed(10, 0.010 + 0.001 * 10)
+    for tokens in (40, 100, 60):
+        cost.ran(tokens, 0.010 + 0.001 * tokens)
+    assert cost.tokens == pytest.approx(10)
+    cost.probed(100, 0.010)
+    for tokens in (400, 500, 600):
+        cost.ran(tokens, 0.2e-3 * tokens)
+    assert cost.tokens == pytest.approx(10)  # the last estimate holds
+
+
 def test_a_padded_route_cuts_a_batch_where_padding_costs_more_than_a_pass():
     """With what a pass costs known (40 tokens here), a queued batch of rows of 50, 12, 11, 10,
     4, 4 tokens runs as [50] and [12, 11, 10, 4, 4] instead of one pass padded to 50."""

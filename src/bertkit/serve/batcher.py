@@ -111,8 +111,10 @@ class PassCost:
     their cost per token beyond the probe's). :attr:`tokens` is None until the probe and three
     batches of at least twice its tokens have been timed, and where the passes are too short
     to time (:data:`MIN_PASS_SECONDS`); while the passes since the last probe cannot say (too
-    few of them, or a cut has made them close to the probe's size), the last estimate holds,
-    so that the cut does not switch itself off."""
+    few of them, or a cut has made them close to the probe's size, or their line through the
+    probe leaves a pass no cost of its own: the probe timed in a quieter moment than the
+    batches, which read as 0 would cut a batch into a pass per length), the last estimate
+    holds, so that the cut does not switch itself off."""
 
     MIN_ROWS = 4  # a batch this large may be cut, so worth a probe
     # A pass's wall time includes its waits for the interpreter lock (up to the 5 ms switch
@@ -158,7 +160,10 @@ class PassCost:
         if len(slopes) < 3 or slopes[len(slopes) // 2] <= 0:
             return self.last
         per_token = slopes[len(slopes) // 2]
-        self.last = max(seconds - per_token * small, 0.0) / per_token
+        fixed = seconds - per_token * small
+        if fixed <= 0:  # the probe ran faster than the batches' line says (a quiet moment): it cannot say
+            return self.last
+        self.last = fixed / per_token
         return self.last
 
 
