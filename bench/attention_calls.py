@@ -151,9 +151,10 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     from bertkit.cpu import cpu_class
     from bertkit.model.unpadded import AttentionCost
+    from bertkit.precision import AUTOCAST_DTYPES
 
     costs = {}
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.precision]
+    dtype = getattr(torch, AUTOCAST_DTYPES.get(args.precision, "float32"))
     for name, grid in (("padded", padded_grid(args.seconds, args.heads, dtype)),
                        ("single", single_grid(args.seconds, args.heads, dtype))):
         costs[name], spread = fit(grid)

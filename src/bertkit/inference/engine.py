@@ -151,13 +151,14 @@ class BertInference(TaskInference):
                                  + (f" ({bf16_why})" if bf16_why else ""))
         return unpadded
 
-    def _unpad_blocker(self) -> str | None:
-        if self.runtime != "torch":
-            return f"the {self.runtime} runtime runs its own graph"
-        return self._torch_unpad_blocker()
+    @property
+    def runs_own_graph(self) -> bool:
+        """Does every task-head batch run on another runtime's graph of fixed shapes?"""
+        return self.runtime != "torch"
 
-    def _torch_unpad_blocker(self) -> str | None:
-        """Why the PyTorch model's batches cannot run on their real tokens, or None."""
+    def _unpad_blocker(self) -> str | None:
+        if self.runs_own_graph:
+            return f"the {self.runtime} runtime runs its own graph"
         if getattr(self.model, "bertkit_static_int8", False):
             return "static INT8 runs an exported graph of fixed shapes"
         if compiled.is_compiled(self.model):

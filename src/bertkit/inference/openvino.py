@@ -249,12 +249,12 @@ class OpenVinoInference(BertInference):
     def served_precision(self) -> str:
         return self.ov_precision
 
-    def _unpad_blocker(self) -> str | None:
-        """The batches over :attr:`max_tokens` run on the PyTorch model, which may run them on
-        their real tokens (OpenVINO's own batches stay padded: at most ``max_tokens`` tokens)."""
-        if self.max_tokens is None:
-            return f"the {self.runtime} runtime runs its own graph"
-        return self._torch_unpad_blocker()
+    @property
+    def runs_own_graph(self) -> bool:
+        """Only without :attr:`max_tokens`: the batches over it run on the PyTorch model, which
+        may run them on their real tokens (OpenVINO's own batches stay padded, at most
+        ``max_tokens`` tokens each)."""
+        return self.max_tokens is None
 
     def run_rows(self, key: tuple, rows: Sequence) -> list:
         """As :meth:`TaskInference.run_rows`; a task family's rows that are the model's named
