@@ -280,6 +280,27 @@ def test_attention_runs_as_products_in_the_bf16_graph_only_on_the_measured_class
     assert static_int8.attention_as_products(False) is False
 
 
+@pytest.mark.parametrize("cls", ["amx", "avx512-bf16", "avx512-vnni", "avx2"])
+def test_a_pass_leaves_the_ladder_only_where_its_padding_was_measured_to_cost_more(monkeypatch, cls):
+    """On the avx512_bf16 EPYC a pass whose padding to the ladder costs more multiply-adds than
+    MOST_PADDING_BY_CLASS runs at its own length (a 32-row BERT-Base batch); a small model or a
+    lone input keeps the ladder; the classes not measured pad every pass as before."""
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
+    base, tiny = 12 * 12 * 768 * 768, 2 * 12 * 128 * 128  # their layers' matrices' weights
+    measured = cls in static_int8.MOST_PADDING_BY_CLASS
+    assert static_int8.pass_length(32, 28, 512, base) == (28 if measured else 32)
+    assert static_int8.pass_length(32, 28, 512, tiny) == 32
+    assert static_int8.pass_length(1, 28, 512, base) == 32  # 4 tokens of padding: cheaper than a new shape
+    assert static_int8.pass_length(1, 25, 512, base) == (25 if measured else 32)  # 7 tokens: dearer
+    assert static_int8.pass_length(32, 32, 512, base) == 32  # already on the ladder
+    assert static_int8.pass_length(4, 30, 31, tiny) == 31  # never past the model's positions
+
+
+def test_a_tokens_cost_counts_the_weights_of_the_layers_products(tmp_path):
+    model = load_model(make_task_model(tmp_path, "classify", hidden=32))  # 2 layers, FFN of 64
+    assert static_int8.product_weights(model.encoder_model()) == 2 * (4 * 32 * 32 + 2 * 32 * 64)
+
+
 def test_a_graph_traced_with_products_attention_holds_products_not_the_fused_kernel(tmp_path):
     """Traced within products_attention_traced, the quantised graph's attention is two batched
     products at every shape (no fused kernel, no guard on the length), and answers as the float

@@ -23,7 +23,8 @@ it is built for, this CPU's flags, torch's and torchao's versions): the next pro
 same model and inputs loads it in a fraction of a second instead of exporting, calibrating and
 compiling again (about a minute for BERT-Base's export and calibration, minutes for its
 compilation). Every pass runs at a length of a short ladder (:func:`length_bucket`: a multiple
-of 8 tokens up to 64, then coarser), the padding masked out, so that the few matrix shapes
+of 8 tokens up to 64, then coarser; :func:`pass_length`: unless the padding costs more than a
+new shape, measured per CPU class), the padding masked out, so that the few matrix shapes
 oneDNN builds its INT8 products for are reused across texts of every length (a lone BERT-Tiny
 input 1.3 ms against 3.3 on the VNNI Xeon). The package is built, or loaded, at the first forward pass
 (:func:`bertkit.inference.compiled.warm_up` does it ahead), in the thread count of that call.
@@ -91,6 +92,18 @@ AUTOTUNED_CLASSES = frozenset({"amx", "avx512-bf16"})
 # cache instead (256: lone 1.70-1.80 ms) costs ~0.45 MB a primitive (docs/serving-results.md).
 BUCKET_STEPS = ((64, 8), (128, 16), (256, 32))  # (up to this length, round up to a multiple of)
 BUCKET_STEP_BEYOND = 64
+# CPU classes where a pass is padded to the ladder only while the padding costs less than a
+# new shape's oneDNN primitives: at most this many multiply-adds of padding (rows x padded
+# tokens x the encoder's product weights), else it runs at its own length. The avx512_bf16 EPYC
+# (one thread, CPU clock, random weights calibrated on SST-2 train; 2026-12-07): a new length
+# cost BERT-Tiny 0.6 ms on a lone input, 3.3-3.6 ms on 4-32 rows (passes of 0.4 / 1.7 / 7.0
+# ms), BERT-Base 1.3 / 6.6 / ~10 ms (passes of 24.5 / 83.5 / 654 ms); the padding a base-sized
+# token costs ~0.5 ms, so the ladder's padding of 32-row SST-2 dev batches (13-39 tokens, 11%
+# of the tokens) cost more than it saved: exact lengths ran them in 0.90-0.95x the time. At
+# 5e8 (about 4 ms of INT8 products here) BERT-Tiny keeps the ladder for up to 180 rows,
+# BERT-Base pads a lone input up to 5 tokens, 4 rows 1 token, 32 rows none. Other classes are not
+# measured and keep the ladder at every pass.
+MOST_PADDING_BY_CLASS = {"avx512-bf16": 5e8}
 ROUTE_VERSION = 3  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
 
@@ -101,6 +114,22 @@ def length_bucket(length: int, limit: int) -> int:
     tokens below 64, 12.5% above), never past ``limit`` (the model's positions)."""
     step = next((step for bound, step in BUCKET_STEPS if length <= bound), BUCKET_STEP_BEYOND)
     return min(-(-length // step) * step, max(limit, length))
+
+
+def pass_length(rows: int, length: int, limit: int, weights: int) -> int:
+    """The length a pass of ``rows`` x ``length`` tokens runs at: :func:`length_bucket`'s,
+    unless on this CPU's class (:data:`MOST_PADDING_BY_CLASS`) its padding (``rows`` x the
+    padded tokens x ``weights``, the encoder's product weights: multiply-adds a token) costs
+    more than building the products for a new shape; then ``length`` itself."""
+    bucket = length_bucket(length, limit)
+    most = MOST_PADDING_BY_CLASS.get(cpu.cpu_class())
+    return length if most is not None and rows * (bucket - length) * weights > most else bucket
+
+
+def product_weights(encoder) -> int:
+    """Multiply-adds a token costs in ``encoder``'s (a ``BertModel``'s) layers: their matrices'
+    weights."""
+    return sum(p.numel() for p in encoder.encoder.parameters() if p.dim() == 2)
 
 
 def cache_dir() -> Path:
@@ -299,7 +328,8 @@ class _Route:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         length = input_ids.shape[-1]
-        padding = length_bucket(length, self.model.config.max_position_embeddings) - length
+        padding = pass_length(input_ids.shape[0], length, self.model.config.max_position_embeddings,
+                              self.weights) - length
         # ids, token types and the mask padded with zeros (the padding is masked out), as
         # ordinary tensors (see compiled.example_inputs), made in one block outside inference mode
         with torch.inference_mode(False):
@@ -314,6 +344,11 @@ class _Route:
             last, pooled = self.package()(*inputs)
         return ModelOutput(last_hidden_state=last[:, :length].float(),
                            pooled_output=None if pooled is None else pooled.float())
+
+    @functools.cached_property
+    def weights(self) -> int:
+        """Multiply-adds a token costs (:func:`product_weights`, for :func:`pass_length`)."""
+        return product_weights(self.encoder)
 
     def warm_up(self, background: bool = False) -> None:
         """:func:`warm_up` of this route."""
