@@ -210,8 +210,7 @@ def test_a_pair_sent_to_a_single_sentence_model_is_refused(tmp_path):
 
 @pytest.mark.parametrize("kind", ["classify", "mlm", "choice"])
 def test_classifier_rows_and_cls_embeddings_run_the_last_layer_at_cls_only(tmp_path, monkeypatch, kind):
-    from bertkit.inference import heads
-    from bertkit.model import task_models
+    from bertkit.model import sparse_last_layer
     from bertkit.model.sparse_last_layer import encode_at_positions
 
     bert = load(make_task_model(tmp_path, kind))
@@ -225,13 +224,12 @@ def test_classifier_rows_and_cls_embeddings_run_the_last_layer_at_cls_only(tmp_p
             return np.array([a["score"] for a in sorted(answer, key=lambda a: a["index"])])
         return np.array([[a["score"] for a in answer] for answer in bert.predict(texts)])
 
-    calls = []
-    for module in (heads, task_models):
-        monkeypatch.setattr(module, "encode_at_positions", lambda *args: calls.append(1) or encode_at_positions(*args))
+    calls = []  # every head reads [CLS] through sparse_last_layer.encode_cls
+    monkeypatch.setattr(sparse_last_layer, "encode_at_positions",
+                        lambda *args: calls.append(1) or encode_at_positions(*args))
     at_cls = answers()
     assert calls
-    for module in (heads, task_models):
-        monkeypatch.setattr(module, "cls_pays", lambda *args: False)
+    monkeypatch.setattr(sparse_last_layer, "cls_pays", lambda *args: False)
     np.testing.assert_allclose(at_cls, answers(), atol=1e-5)
 
 

@@ -47,6 +47,48 @@ def test_static_int8_stays_close_to_fp32_at_any_batch_and_length(float_and_stati
     assert float((got - expected).abs().max()) <= max(0.1 * spread, 0.02)
 
 
+def test_a_classifier_reads_a_graph_whose_last_layer_runs_at_cls_only(float_and_static):
+    """A pooled classifier's head (every door's rows: head_logits), and a [CLS]-pooled vector,
+    run the graph quantised and compiled with its last layer at [CLS] only (the one the warm-up
+    builds): close to fp32 and to the whole graph; where that graph does not answer (gradients
+    on) the whole pass runs."""
+    from bertkit.inference.heads import pooled_vectors
+
+    model, quantised = float_and_static
+    encoder = quantised.encoder_model()
+    route = quantised.bertkit_static_int8_route
+    assert route.cls and route.package_done is not None and route.batches_ready.is_set()
+    ids = torch.randint(5, model.config.vocab_size, (4, 12), generator=torch.Generator().manual_seed(3))
+    ids[:, 0], ids[:, -1] = 2, 3
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    calls = []
+    forward_cls = route.forward_cls
+    route.forward_cls = lambda *x: calls.append(x[0].shape) or forward_cls(*x)
+    encoder.bertkit_encode_cls = route.forward_cls
+    try:
+        with torch.inference_mode():
+            expected = model(ids, None, mask).logits
+            whole = quantised(ids, None, mask).logits
+            got = quantised.head_logits(ids, None, mask)
+            lone = quantised.head_logits(ids[:1], None, mask[:1])
+            vectors = pooled_vectors(encoder, ids, None, mask, [-1], "cls")
+            at_cls = encoder.bertkit_encode_cls(ids, None, mask)
+    finally:
+        route.forward_cls = forward_cls
+        encoder.bertkit_encode_cls = forward_cls
+    assert calls == [(4, 12), (1, 12), (4, 12), (4, 12)]  # head_logits twice, the vectors, by hand
+    spread = float(expected.max() - expected.min())
+    for answer in (got, whole):
+        assert float((answer - expected).abs().max()) <= max(0.1 * spread, 0.02)
+    assert float((lone - got[:1]).abs().max()) <= max(0.1 * spread, 0.02)
+    assert at_cls.last_hidden_state.shape == (4, 1, model.config.hidden_size)
+    assert torch.equal(vectors, at_cls.last_hidden_state[:, 0])
+    with torch.enable_grad():
+        assert route.forward_cls(ids, None, mask) is None
+        assert torch.allclose(quantised.head_logits(ids, None, mask), model(ids, None, mask).logits, atol=1e-5)
+
+
 def test_what_the_graph_does_not_answer_runs_the_float_model(float_and_static):
     model, quantised = float_and_static
     ids = torch.tensor([[2, 5, 6, 7, 3]])
@@ -67,20 +109,22 @@ def test_every_pass_runs_at_a_length_of_the_ladder(float_and_static):
         [8, 8, 16, 64, 80, 128, 160, 320, 512]
     assert static_int8.length_bucket(35, 36) == 36 and static_int8.length_bucket(30, 36) == 32
     model, quantised = float_and_static
-    route = quantised.bertkit_static_int8_route
-    package, widths = route.package(), []
-    route._package = lambda *inputs: widths.append(inputs[0].shape[-1]) or package(*inputs)
+    encoder = quantised.encoder_model()
     ids = torch.tensor([[2] + list(range(5, 14)) + [3]])  # 11 tokens
     padded = torch.nn.functional.pad(ids, (0, 5))
-    try:
-        with torch.inference_mode():
-            out = quantised.encoder_model()(ids)
-            logits = quantised(ids).logits
-            by_hand = quantised(padded, None, (padded > 0).long()).logits
-    finally:
-        route._package = package
-    assert widths == [16, 16, 16] and out.last_hidden_state.shape[1] == 11
-    assert torch.equal(logits, by_hand)
+    for route, answer in ((encoder.forward.__self__, lambda *x: quantised(*x).logits),  # the whole graph
+                          (quantised.bertkit_static_int8_route, quantised.head_logits)):  # [CLS] only
+        package, widths = route.package(), []
+        route._package = lambda *inputs, package=package, widths=widths: widths.append(inputs[0].shape[-1]) or package(*inputs)
+        try:
+            with torch.inference_mode():
+                out = encoder.bertkit_encode_cls(ids) if route.cls else encoder(ids)
+                logits = answer(ids)
+                by_hand = answer(padded, None, (padded > 0).long())
+        finally:
+            route._package = package
+        assert widths == [16, 16, 16] and out.last_hidden_state.shape[1] == (1 if route.cls else 11)
+        assert torch.equal(logits, by_hand)
 
 
 def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and_static):
@@ -93,11 +137,11 @@ def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and
     calibration = static_int8.calibration_batches(rows(30, model.config.vocab_size))
     ids = torch.tensor([[2, 5, 6, 7, 8, 3]])  # one input: the package answers
     with torch.inference_mode():
-        expected = quantised(ids).logits
+        expected = quantised.head_logits(ids)
     again = copy.deepcopy(model)
     static_int8.quantize_static(again, calibration)
     with torch.inference_mode():
-        assert torch.equal(again(ids).logits, expected)
+        assert torch.equal(again.head_logits(ids), expected)
     assert again.bertkit_static_int8_route.package_done[0] == path and again.bertkit_static_int8_route.package_done[2]
     assert again.bertkit_static_int8_route._graph is None  # no export, no calibration
     assert "loaded from the cache" in static_int8.describe(again)
@@ -106,13 +150,14 @@ def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and
     rebuilt = copy.deepcopy(model)
     static_int8.quantize_static(rebuilt, calibration)
     with torch.inference_mode():
-        assert torch.equal(rebuilt(ids).logits, expected)
+        assert torch.equal(rebuilt.head_logits(ids), expected)
     assert rebuilt.bertkit_static_int8_route.package_done[0] == path
     assert not rebuilt.bertkit_static_int8_route.package_done[2]
     other = static_int8._package_key(model.encoder_model(), calibration, False, 3, False)
     assert other != static_int8._package_key(model.encoder_model(), calibration, False, 1, False)
     assert other != static_int8._package_key(model.encoder_model(), calibration[:-1], False, 3, False)
     assert other != static_int8._package_key(model.encoder_model(), calibration, False, 3, True)
+    assert other != static_int8._package_key(model.encoder_model(), calibration, False, 3, False, cls=True)
 
 
 def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_background(float_and_static):
@@ -134,10 +179,10 @@ def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_backgro
     mask = (ids > 0).long()
     with torch.inference_mode():
         expected = model(ids, None, mask).logits
-        early = quantised(ids, None, mask).logits  # the package, or the graph if already done
+        early = quantised.head_logits(ids, None, mask)  # the package, or the graph if already done
         assert route.batches_ready.wait(600)
         compilations = counters["frames"]["ok"]
-        late = quantised(ids, None, mask).logits
+        late = quantised.head_logits(ids, None, mask)
     # the first batch after the warm-up runs on the graph it built, not on one compiled again
     # (warmed up on inference-mode tensors, the graph's guards failed on the engine's ordinary ones)
     assert counters["frames"]["ok"] == compilations

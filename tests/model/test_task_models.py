@@ -15,6 +15,7 @@ from bertkit.model import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    sparse_last_layer,
 )
 from bertkit.model.sparse_last_layer import cls_pays, encode_at_positions
 from bertkit.modeldir.int8 import Fp32PackedLinear, can_pack_fp32
@@ -76,7 +77,6 @@ def test_sequence_classification_and_regression():
 
 @pytest.mark.parametrize("attention_impl", ["padded", "unpadded"])
 def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monkeypatch, attention_impl):
-    from bertkit.model import task_models
     from bertkit.model.sparse_last_layer import SPARSE_CLS_MIN_POSITIONS
 
     config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -88,7 +88,7 @@ def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monk
     mask[1, 7:] = 0
     mask[3, 20:] = 0
     sparse = []
-    monkeypatch.setattr(task_models, "encode_at_positions",
+    monkeypatch.setattr(sparse_last_layer, "encode_at_positions",
                         lambda *args: sparse.append(args[-1].tolist()) or encode_at_positions(*args))
     with torch.inference_mode():
         full = model(ids, None, mask).logits
@@ -109,7 +109,6 @@ def test_head_logits_run_the_last_layer_at_cls_only_and_equal_the_full_pass(monk
 @pytest.mark.parametrize("klass", CPU_CLASSES)
 @pytest.mark.parametrize("stored", ["fp32 weights", "bf16 packed"])
 def test_bf16_head_logits_read_cls_alone_on_the_classes_measured_to_agree(monkeypatch, klass, stored):
-    from bertkit.model import task_models
     from bertkit.modeldir.int8 import prepare
 
     monkeypatch.setenv(CPU_CLASS_ENV, klass)
@@ -123,7 +122,7 @@ def test_bf16_head_logits_read_cls_alone_on_the_classes_measured_to_agree(monkey
     mask = torch.ones_like(ids)
     mask[1, 7:] = 0
     sparse = []
-    monkeypatch.setattr(task_models, "encode_at_positions",
+    monkeypatch.setattr(sparse_last_layer, "encode_at_positions",
                         lambda *args: sparse.append(1) or encode_at_positions(*args))
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         cls_only = model.head_logits(ids, None, mask)
@@ -137,7 +136,6 @@ def test_bf16_head_logits_read_cls_alone_on_the_classes_measured_to_agree(monkey
 def test_multiple_choice_head_logits_score_each_choice_at_its_cls(monkeypatch):
     """(B, C, T) inputs: every choice's row runs its last layer at ``[CLS]`` only, as one
     batch of B x C rows, with the logits of the full pass."""
-    from bertkit.model import task_models
 
     config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=48, max_position_embeddings=64, attention_impl="unpadded")
@@ -148,7 +146,7 @@ def test_multiple_choice_head_logits_score_each_choice_at_its_cls(monkeypatch):
     mask = torch.ones_like(ids)
     mask[0, 1, 9:] = 0
     positions = []
-    monkeypatch.setattr(task_models, "encode_at_positions",
+    monkeypatch.setattr(sparse_last_layer, "encode_at_positions",
                         lambda *args: positions.append(args[-1].shape) or encode_at_positions(*args))
     with torch.inference_mode():
         full = model(ids, types, mask).logits

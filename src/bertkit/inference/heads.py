@@ -48,7 +48,7 @@ import torch
 
 from bertkit.errors import BertkitError, InputError
 from bertkit.model.pooling import POOLINGS, pool_features, splade_pool  # pool_features re-exported
-from bertkit.model.sparse_last_layer import at_cls, cls_pays, encode_at_positions
+from bertkit.model.sparse_last_layer import encode_cls
 from bertkit.modeldir.entry import saved_task_options
 from bertkit.precision import autocast
 from bertkit.tasks.base import Plan, PlanContext, Row, text_of
@@ -70,10 +70,13 @@ def hidden_features(encoder, ids, types, mask, layers: Sequence[int], combine: s
 def pooled_vectors(encoder, ids, types, mask, layers: Sequence[int], pool: str,
                    combine: str = "concat") -> torch.Tensor:
     """(B, D) float32: :func:`hidden_features` pooled by ``pool`` (:func:`pool_features`). The
-    last layer's ``[CLS]`` alone runs that layer at ``[CLS]`` only where :func:`cls_pays` says so
-    (the same vectors within float rounding)."""
-    if list(layers) == [-1] and pool == "cls" and cls_pays(encoder, ids):
-        return encode_at_positions(encoder, ids, types, mask, at_cls(ids)).last_hidden_state[:, 0].float()
+    last layer's ``[CLS]`` alone runs that layer at ``[CLS]`` only where
+    :func:`~bertkit.model.sparse_last_layer.encode_cls` answers (the same vectors within float
+    rounding, or static INT8's ``[CLS]`` graph)."""
+    if list(layers) == [-1] and pool == "cls":
+        out = encode_cls(encoder, ids, types, mask)
+        if out is not None:
+            return out.last_hidden_state[:, 0].float()
     return pool_features(hidden_features(encoder, ids, types, mask, layers, combine), mask, pool)
 
 

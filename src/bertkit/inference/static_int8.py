@@ -65,6 +65,7 @@ from bertkit.inference.compiled import TRACING as _TRACING
 from bertkit.inference.compiled import example_inputs, in_background
 from bertkit.inference.compiled import ordinary as _ordinary
 from bertkit.model.attention import products_attention_traced
+from bertkit.model.sparse_last_layer import at_cls, encode_at_positions, whole_projections
 
 MAX_BATCH = 4096  # the exported graph's bound on rows (its length bound is the model's positions)
 # the oldest torch the route was run on; torch 2.11.0+cu130 with torchao 0.18 died of a
@@ -228,15 +229,21 @@ def make_quantizer():
 
 class _Plain(torch.nn.Module):
     """The encoder's plain (eager) forward pass as a module of tensors in and out (what export
-    takes); ``eager``: its forward as it was before :func:`quantize_static` routed it."""
+    takes); ``eager``: its forward as it was before :func:`quantize_static` routed it; ``cls``:
+    its last layer at ``[CLS]`` only (:func:`bertkit.model.sparse_last_layer.encode_at_positions`:
+    the last hidden state (B, 1, H))."""
 
-    def __init__(self, encoder, eager):
+    def __init__(self, encoder, eager, cls: bool = False):
         super().__init__()
         self.encoder = encoder
         self.eager = eager
+        self.cls = cls
 
     def forward(self, input_ids, token_type_ids, attention_mask):
-        out = self.eager(input_ids, token_type_ids, attention_mask)
+        if self.cls:
+            out = encode_at_positions(self.encoder, input_ids, token_type_ids, attention_mask, at_cls(input_ids))
+        else:
+            out = self.eager(input_ids, token_type_ids, attention_mask)
         return out.last_hidden_state, out.pooled_output
 
 
@@ -266,10 +273,13 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
         bf16 = cpu.cpu_bf16_support().native
     encoder = model.encoder_model()
     route = _Route(model, encoder, encoder.forward, calibration, bf16)
+    at_cls_only = _Route(model, encoder, encoder.forward, calibration, bf16, cls=True)
     encoder.forward = route.forward
+    encoder.bertkit_encode_cls = at_cls_only.forward_cls  # read by sparse_last_layer.encode_cls
     model.bertkit_compiled = True
     model.bertkit_static_int8 = True
-    model.bertkit_static_int8_route = route
+    # the route the model's head reads (warm_up builds it): a pooled classifier's, [CLS] only
+    model.bertkit_static_int8_route = at_cls_only if getattr(model, "pooled", False) is True else route
 
 
 def warm_up(model, background: bool = False) -> None:
@@ -302,11 +312,12 @@ def compiling(model) -> bool:
 
 
 class _Route:
-    """The quantised graph of one encoder and its two compiled forms (see :func:`quantize_static`)."""
+    """The quantised graph of one encoder and its two compiled forms (see :func:`quantize_static`);
+    ``cls``: the graph whose last layer runs at ``[CLS]`` only (:meth:`forward_cls`)."""
 
-    def __init__(self, model, encoder, eager, calibration, bf16: bool):
+    def __init__(self, model, encoder, eager, calibration, bf16: bool, cls: bool = False):
         self.model, self.encoder, self.eager = model, encoder, eager
-        self.calibration, self.bf16 = calibration, bf16
+        self.calibration, self.bf16, self.cls = calibration, bf16, cls
         self.lock = threading.RLock()
         self._graph = None
         self._package = None
@@ -323,6 +334,23 @@ class _Route:
 
         if output_hidden_states or output_attentions or torch.is_grad_enabled() or input_ids.shape[-1] < 2:
             return self.eager(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        last, pooled = self._run(input_ids, token_type_ids, attention_mask)
+        return ModelOutput(last_hidden_state=last[:, :input_ids.shape[-1]].float(),
+                           pooled_output=None if pooled is None else pooled.float())
+
+    def forward_cls(self, input_ids, token_type_ids=None, attention_mask=None):
+        """The encoder's output at ``[CLS]`` only (``last_hidden_state`` (B, 1, H), the pooled
+        vector), the last layer computed there alone; None where the graph does not answer
+        (gradients on, one token): the caller runs the whole pass."""
+        from bertkit.model.outputs import ModelOutput
+
+        if torch.is_grad_enabled() or input_ids.shape[-1] < 2:
+            return None
+        last, pooled = self._run(input_ids, token_type_ids, attention_mask)
+        return ModelOutput(last_hidden_state=last.float(), pooled_output=None if pooled is None else pooled.float())
+
+    def _run(self, input_ids, token_type_ids, attention_mask):
+        """The graph's ``(last hidden state, pooled)`` for a batch, at :func:`pass_length`."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
@@ -342,8 +370,7 @@ class _Route:
                 last, pooled = self._batches(*inputs)
         else:
             last, pooled = self.package()(*inputs)
-        return ModelOutput(last_hidden_state=last[:, :length].float(),
-                           pooled_output=None if pooled is None else pooled.float())
+        return last, pooled
 
     @functools.cached_property
     def weights(self) -> int:
@@ -375,7 +402,7 @@ class _Route:
         with self.lock:
             if self._graph is None:
                 self._graph = quantised_graph(self.model, self.encoder, self.eager, self.calibration,
-                                              attention_as_products(self.bf16))
+                                              attention_as_products(self.bf16), self.cls)
             return self._graph
 
     def package(self):
@@ -389,7 +416,8 @@ class _Route:
     def _load_or_build(self):
         started = time.perf_counter()
         threads = torch.get_num_threads()
-        key = _package_key(self.encoder, self.calibration, self.bf16, threads, attention_as_products(self.bf16))
+        key = _package_key(self.encoder, self.calibration, self.bf16, threads, attention_as_products(self.bf16),
+                           self.cls)
         path = cache_dir() / f"{key}.pt2"
         runner = _load(path)
         cached = runner is not None
@@ -452,10 +480,10 @@ def attention_as_products(bf16: bool) -> bool:
     return bf16 and cpu.bf16_products_attention()
 
 
-def _package_key(encoder, calibration, bf16: bool, threads: int, products: bool) -> str:
+def _package_key(encoder, calibration, bf16: bool, threads: int, products: bool, cls: bool = False) -> str:
     """A hash of everything the compiled package depends on."""
     digest = hashlib.sha256()
-    facts = {"route": ROUTE_VERSION, "torch": torch.__version__, "torchao": _torchao_version(), "bf16": bf16,
+    facts = {"route": ROUTE_VERSION, "cls_only": cls, "torch": torch.__version__, "torchao": _torchao_version(), "bf16": bf16,
              "products_attention": products, "threads": threads, "flags": sorted(cpu.cpu_flags(cpu._real_cpuinfo() or "")),
              "capability": torch.backends.cpu.get_cpu_capability(), "max_batch": MAX_BATCH,
              "inductor": package_inductor_configs(),
@@ -524,10 +552,11 @@ class _Autocast(torch.nn.Module):
             return self.inner(input_ids, token_type_ids, attention_mask)
 
 
-def quantised_graph(model, encoder, eager, calibration, products: bool = False):
+def quantised_graph(model, encoder, eager, calibration, products: bool = False, cls: bool = False):
     """The encoder exported (dynamic batch and length) and quantised on the calibration
     batches (torchao's ``prepare_pt2e`` / ``convert_pt2e``). ``eager``: its own forward pass;
-    ``products``: its attention traced as two batched products (:func:`attention_as_products`)."""
+    ``products``: its attention traced as two batched products (:func:`attention_as_products`);
+    ``cls``: its last layer at ``[CLS]`` only (calibrated there)."""
     try:
         _, prepare_pt2e, convert_pt2e = _torchao()
     except ImportError as e:  # a torchao release whose quantisation API moved
@@ -537,8 +566,8 @@ def quantised_graph(model, encoder, eager, calibration, products: bool = False):
     warnings.filterwarnings("ignore", message="To copy construct from a tensor", category=UserWarning)
     # the first forward pass may run under inference_mode, whose tensors export cannot trace
     traced = products_attention_traced() if products else contextlib.nullcontext()
-    with _TRACING, torch.inference_mode(False), torch.no_grad(), traced:
-        graph = torch.export.export(_Plain(encoder, eager), tuple(calibration[0]),
+    with _TRACING, torch.inference_mode(False), torch.no_grad(), traced, whole_projections():
+        graph = torch.export.export(_Plain(encoder, eager, cls), tuple(calibration[0]),
                                     dynamic_shapes=_shapes(model)).module()
         observed = prepare_pt2e(graph, make_quantizer())
         for inputs in calibration:

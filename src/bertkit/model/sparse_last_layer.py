@@ -21,6 +21,9 @@ objective labels every position) or nothing needs computing.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -66,6 +69,22 @@ def cls_pays(bert, input_ids: torch.Tensor) -> bool:
             or not cpu.bf16_rows_alone()):
         return False
     return all(isinstance(p, nn.Linear) or getattr(p, "dtype", None) is torch.bfloat16 for p in products)
+
+
+def encode_cls(bert, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+               attention_mask: torch.Tensor | None) -> ModelOutput | None:
+    """``bert``'s output at ``[CLS]`` alone (``last_hidden_state`` (B, 1, H), ``pooled_output``)
+    for an inference pass that reads nothing else, its last layer computed there only; None
+    where the whole pass is to run instead. A route put in place of the encoder's forward pass
+    that has a ``[CLS]`` graph of its own answers through it (``bert.bertkit_encode_cls``:
+    static INT8, :mod:`bertkit.inference.static_int8`); the encoder's own pass where
+    :func:`cls_pays`."""
+    routed = getattr(bert, "bertkit_encode_cls", None)
+    if routed is not None:
+        return routed(input_ids, token_type_ids, attention_mask)
+    if not cls_pays(bert, input_ids):
+        return None
+    return encode_at_positions(bert, input_ids, token_type_ids, attention_mask, at_cls(input_ids))
 
 
 def at_cls(input_ids: torch.Tensor) -> torch.Tensor:
@@ -115,6 +134,24 @@ def query_mask(key_mask: torch.Tensor | None, length: int, causal: bool,
     return mask if key_mask is None else mask & key_mask[:, None, None, :]
 
 
+_WHOLE = threading.local()
+
+
+@contextlib.contextmanager
+def whole_projections():
+    """Within it (in this thread), the layer at positions computes its query, key and value
+    projections as whole products (``qkv(hidden)``, ``qkv(queries)``), not by row blocks of the
+    fused weight: a sliced weight is no parameter to a quantiser, which would leave those
+    products in float (static INT8 traces its ``[CLS]`` graph so; the queries' keys and values
+    cost one product of B rows more)."""
+    before = getattr(_WHOLE, "active", False)
+    _WHOLE.active = True
+    try:
+        yield
+    finally:
+        _WHOLE.active = before
+
+
 def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queries: torch.Tensor,
                   mask: torch.Tensor | None, packing=None) -> torch.Tensor:
     """Context (B, Q, H) of ``queries`` (B, Q, H) attending over ``hidden``: (B, T, H), or
@@ -122,7 +159,7 @@ def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queri
     heads, size = attention.num_heads, attention.head_size
     width = heads * size  # the hidden size, less any pruned heads
     layer = attention.qkv
-    if type(layer) is nn.Linear:  # the fused weight's row blocks are contiguous views: no copy
+    if type(layer) is nn.Linear and not getattr(_WHOLE, "active", False):  # row blocks: views, no copy
         kv = F.linear(hidden, layer.weight[width:], layer.bias[width:])
         query = F.linear(queries, layer.weight[:width], layer.bias[:width])
     else:  # a layer packed or quantised for inference computes as a whole, on its own kernels

@@ -31,12 +31,7 @@ from bertkit.config import IGNORE_INDEX, BertConfig
 from bertkit.model.bert import BertModel, BertPreTrainedModel
 from bertkit.model.encoder import activation
 from bertkit.model.outputs import ModelOutput
-from bertkit.model.sparse_last_layer import (
-    at_cls,
-    cls_pays,
-    encode_at_positions,
-    labelled_positions,
-)
+from bertkit.model.sparse_last_layer import encode_at_positions, encode_cls, labelled_positions
 
 
 class MaskedLMHead(nn.Module):
@@ -199,10 +194,10 @@ class _ClassifierModel(BertPreTrainedModel):
     def _pooled_logits(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
         """(B, outputs) logits of a pooled head over (B, T) inputs, for inference: the last
         layer at ``[CLS]`` only, the one position the pooler reads, where
-        :func:`~bertkit.model.sparse_last_layer.cls_pays` says so; else the whole pass."""
-        if not cls_pays(self.bert, input_ids):
+        :func:`~bertkit.model.sparse_last_layer.encode_cls` answers; else the whole pass."""
+        out = encode_cls(self.bert, input_ids, token_type_ids, attention_mask)
+        if out is None:
             return self._scores(input_ids, token_type_ids, attention_mask, False, False).logits
-        out = encode_at_positions(self.bert, input_ids, token_type_ids, attention_mask, at_cls(input_ids))
         return self.classifier(self.dropout(out.pooled_output))
 
 
