@@ -10,9 +10,10 @@ all layers but the last as usual, then :func:`layer_at_positions` for the last o
 result equals (within float rounding) the full output gathered at the positions. A
 padding-free model (:mod:`bertkit.model.unpadded`) takes the last layer's keys and values from
 its packed real tokens too. Pre-training uses it, and in inference what reads ``[CLS]`` alone
-where :func:`cls_pays` says so (``BertForSequenceClassification.head_logits``, ``cls``-pooled
-embeddings): a BERT-Tiny SST-2 classifier's batches of 16 random dev sentences 0.70x the time
-(half its layers are the last one).
+(``BertForSequenceClassification.head_logits``, ``cls``-pooled embeddings) through
+:func:`encode_cls`, where :func:`cls_pays` says so or a quantised route has a ``[CLS]`` graph
+of its own (static INT8): a BERT-Tiny SST-2 classifier's batches of 16 random dev sentences
+0.70x the time (half its layers are the last one).
 
 :func:`labelled_positions` chooses the positions from MLM labels and declines (``None``)
 where the full layer is as cheap: when the labels cover most of the sequence (the ``ltr``
