@@ -7,7 +7,11 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.model import BertForMaskedLM, BertForPreTraining, BertModel
-from bertkit.model.sparse_last_layer import encode_at_positions, labelled_positions
+from bertkit.model.sparse_last_layer import (
+    encode_at_positions,
+    labelled_positions,
+    whole_projections,
+)
 
 
 def config(attention="bidirectional", layers=2, attention_impl="padded"):
@@ -79,6 +83,28 @@ def test_encode_at_positions_gathers_the_full_output(attention_impl):
     torch.testing.assert_close(part.last_hidden_state, expected, rtol=0, atol=1e-5)
     # position 0 first in rows 0 and 3: the usual pooled output there
     torch.testing.assert_close(part.pooled_output[[0, 3]], full.pooled_output[[0, 3]], rtol=0, atol=1e-6)
+
+
+def test_whole_projections_give_the_positions_the_same_output_from_whole_products(monkeypatch):
+    """Within whole_projections (how static INT8 traces its [CLS] graph) the last layer's
+    projections are whole products of the fused layer, not row blocks of its weight; the
+    output is the same, and outside it the row blocks are back."""
+    torch.manual_seed(0)
+    model = BertModel(config(layers=2)).eval()
+    batch = inputs()
+    args = (model, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], torch.tensor([[0]] * 4))
+    qkv = model.encoder.layer[-1].attention.self.qkv
+    rows = []
+    qkv.register_forward_hook(lambda module, x, out: rows.append(x[0].shape[:-1]))
+    with torch.inference_mode():
+        blocks = encode_at_positions(*args)
+        assert rows == []  # its weight's row blocks: the layer itself is not called
+        with whole_projections():
+            whole = encode_at_positions(*args)
+        assert rows == [(4, 20), (4, 1)]  # every row's keys and values, then the queries'
+        encode_at_positions(*args)
+    assert len(rows) == 2
+    torch.testing.assert_close(whole.last_hidden_state, blocks.last_hidden_state, rtol=0, atol=1e-5)
 
 
 def test_labelled_positions_order_padding_and_fallback():

@@ -53,22 +53,37 @@ def build_attention_mask(key_mask: torch.Tensor | None, length: int, causal: boo
     return mask
 
 
-_TRACED = threading.local()
+class ThreadSwitch:
+    """A switch that is on within :meth:`within`'s block, in the thread that entered it
+    (nestable): how a tracer asks the model for another form of a pass it traces."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    @property
+    def on(self) -> bool:
+        return getattr(self._local, "on", False)
+
+    @contextlib.contextmanager
+    def within(self):
+        before = self.on
+        self._local.on = True
+        try:
+            yield
+        finally:
+            self._local.on = before
 
 
-@contextlib.contextmanager
+_TRACED = ThreadSwitch()
+
+
 def products_attention_traced():
     """Within it (in this thread), every inference pass that may take :func:`products_attention`
     takes it, whatever its dtype and shape: for a graph traced once (``torch.export``, dynamic
     batch and length) to run in bf16 on a class of
     :data:`bertkit.cpu.BF16_PRODUCTS_ATTENTION_CLASSES` (the shape rules would otherwise become
     guards on the graph's dynamic sizes). Static INT8 traces its graph so."""
-    before = getattr(_TRACED, "active", False)
-    _TRACED.active = True
-    try:
-        yield
-    finally:
-        _TRACED.active = before
+    return _TRACED.within()
 
 
 def products_attention_pays(qkv: torch.Tensor, mask: torch.Tensor | None, heads: int, training: bool,
@@ -82,7 +97,7 @@ def products_attention_pays(qkv: torch.Tensor, mask: torch.Tensor | None, heads:
     :data:`PRODUCTS_ATTENTION_MIN_SCORES` to :data:`PRODUCTS_ATTENTION_MAX_SCORES` scores."""
     if training or causal or (mask is not None and mask.shape[-2] != 1):
         return False
-    if getattr(_TRACED, "active", False):
+    if _TRACED.on:
         return True
     if torch.compiler.is_compiling():
         return False

@@ -22,16 +22,13 @@ objective labels every position) or nothing needs computing.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bertkit import cpu
 from bertkit.config import IGNORE_INDEX
-from bertkit.model.attention import MultiHeadSelfAttention
+from bertkit.model.attention import MultiHeadSelfAttention, ThreadSwitch
 from bertkit.model.encoder import EncoderLayer
 from bertkit.model.outputs import ModelOutput
 
@@ -135,22 +132,16 @@ def query_mask(key_mask: torch.Tensor | None, length: int, causal: bool,
     return mask if key_mask is None else mask & key_mask[:, None, None, :]
 
 
-_WHOLE = threading.local()
+_WHOLE = ThreadSwitch()
 
 
-@contextlib.contextmanager
 def whole_projections():
     """Within it (in this thread), the layer at positions computes its query, key and value
     projections as whole products (``qkv(hidden)``, ``qkv(queries)``), not by row blocks of the
     fused weight: a sliced weight is no parameter to a quantiser, which would leave those
     products in float (static INT8 traces its ``[CLS]`` graph so; the queries' keys and values
     cost one product of B rows more)."""
-    before = getattr(_WHOLE, "active", False)
-    _WHOLE.active = True
-    try:
-        yield
-    finally:
-        _WHOLE.active = before
+    return _WHOLE.within()
 
 
 def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queries: torch.Tensor,
@@ -160,7 +151,7 @@ def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queri
     heads, size = attention.num_heads, attention.head_size
     width = heads * size  # the hidden size, less any pruned heads
     layer = attention.qkv
-    if type(layer) is nn.Linear and not getattr(_WHOLE, "active", False):  # row blocks: views, no copy
+    if type(layer) is nn.Linear and not _WHOLE.on:  # row blocks: views, no copy
         kv = F.linear(hidden, layer.weight[width:], layer.bias[width:])
         query = F.linear(queries, layer.weight[:width], layer.bias[:width])
     else:  # a layer packed or quantised for inference computes as a whole, on its own kernels
