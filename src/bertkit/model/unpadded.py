@@ -150,6 +150,13 @@ ATTENTION_COST_BY_CLASS: dict[tuple[str, str], AttentionCost] = {
     # dev sentences unpadded: 0.96x and 0.84x the time of a pass (best of 3 rounds).
     ("amx", "bf16"): AttentionCost(padded=CallCost(call=18.17, row=0.0, head=1.7647, token=0.0448, pair=0.001),
                                    single=CallCost(call=15.6143, row=0.0, head=0.9107, token=0.0575, pair=0.0006)),
+    # avx512-bf16, bf16: AMD EPYC with avx512_bf16 (2026-12-07; its padded call is the two-products
+    # attention); predictions 0.78-1.15x the measured time (padded), 0.95-1.06x (single). A
+    # base-sized bf16 model, batches of 4 / 16 / 32 random SST-2 dev sentences unpadded: 0.99x /
+    # 0.97x / 0.97x the time of a pass (best of 3 rounds).
+    ("avx512-bf16", "bf16"): AttentionCost(
+        padded=CallCost(call=33.8735, row=1.0793, head=1.8914, token=0.0238, pair=0.0027),
+        single=CallCost(call=15.091, row=0.0, head=1.3617, token=0.0944, pair=0.0034)),
 }
 
 
