@@ -89,6 +89,18 @@ def test_a_classifier_reads_a_graph_whose_last_layer_runs_at_cls_only(float_and_
         assert torch.allclose(quantised.head_logits(ids, None, mask), model(ids, None, mask).logits, atol=1e-5)
 
 
+def test_a_causal_classifier_reads_the_whole_graph(tmp_path):
+    """A causal model pools its last token, which a [CLS] graph does not compute: no [CLS]
+    route is given to its encoder, and its head reads the whole graph (nothing is built here)."""
+    if static_int8.blocker():
+        pytest.skip(static_int8.blocker())
+    model = load_model(make_task_model(tmp_path, "classify"))
+    model.encoder_model().encoder.causal = True
+    static_int8.quantize_static(model, static_int8.calibration_batches(rows(20, model.config.vocab_size)))
+    assert not hasattr(model.encoder_model(), "bertkit_encode_cls")
+    assert model.bertkit_static_int8_route.cls is False
+
+
 def test_what_the_graph_does_not_answer_runs_the_float_model(float_and_static):
     model, quantised = float_and_static
     ids = torch.tensor([[2, 5, 6, 7, 3]])

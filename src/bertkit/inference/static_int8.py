@@ -277,13 +277,17 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
         bf16 = cpu.cpu_bf16_support().native
     encoder = model.encoder_model()
     route = _Route(model, encoder, encoder.forward, calibration, bf16)
-    at_cls_only = _Route(model, encoder, encoder.forward, calibration, bf16, cls=True)
     encoder.forward = route.forward
-    encoder.bertkit_encode_cls = at_cls_only.forward_cls  # read by sparse_last_layer.encode_cls
     model.bertkit_compiled = True
     model.bertkit_static_int8 = True
-    # the route the model's head reads (warm_up builds it): a pooled classifier's, [CLS] only
-    model.bertkit_static_int8_route = at_cls_only if getattr(model, "pooled", False) is True else route
+    # the route the model's head reads (warm_up builds it): a pooled classifier's, [CLS] only;
+    # a causal model pools its last token, which the [CLS] graph does not compute
+    model.bertkit_static_int8_route = route
+    if not encoder.encoder.causal:
+        at_cls_only = _Route(model, encoder, route.eager, calibration, bf16, cls=True)
+        encoder.bertkit_encode_cls = at_cls_only.forward_cls  # read by sparse_last_layer.encode_cls
+        if getattr(model, "pooled", False) is True:
+            model.bertkit_static_int8_route = at_cls_only
 
 
 def warm_up(model, background: bool = False) -> None:
