@@ -262,6 +262,39 @@ def test_the_probe_runs_the_shorter_half_of_the_batch_and_its_answers_go_nowhere
     assert ContinuousBatcher(lambda k, r: [], cut_padding=False).pass_cost is None
 
 
+def test_no_probe_while_the_batch_graph_compiles_and_none_timed_as_it_began():
+    """Static INT8 starts compiling its batch graph at the first batch and answers from its
+    package meanwhile: a probe timed then says nothing of the passes after, so it is not kept,
+    and none is taken until the graph is ready."""
+    calls, compiling = [], [False]
+
+    def run_rows(key, rows):
+        calls.append([len(r.input_ids) for r in rows])
+        if len(calls) == 1:
+            compiling[0] = True  # the first pass starts the compiling
+        return [0] * len(rows)
+
+    async def batch_of_four(batcher):
+        with batcher._cond:  # four rows queued at once: one batch
+            futures = batcher.submit([plan(n) for n in (7, 3, 9, 5)])
+        return [await f[0] for f in futures]
+
+    async def scenario():
+        batcher = ContinuousBatcher(run_rows, max_queue=100, cut_padding=True, compiling=lambda: compiling[0])
+        await batch_of_four(batcher)
+        dropped = batcher.pass_cost.probe is None
+        await batch_of_four(batcher)  # still compiling: no probe
+        compiling[0] = False
+        await batch_of_four(batcher)  # compiled: the probe is taken now
+        await asyncio.to_thread(batcher.close)
+        return dropped, batcher.pass_cost.probe
+
+    dropped, probe = asyncio.run(scenario())
+    twice, whole = [[5, 3], [5, 3]], [[9, 7, 5, 3]]
+    assert calls == twice + whole + whole + twice + whole
+    assert dropped and probe is not None and probe[0] == 10
+
+
 def test_with_two_workers_the_probe_waits_for_the_other_batch_and_runs_alone():
     """``workers=2``: a batch of four rows (due for a probe) taken while a batch of three runs
     probes (its shorter half) only once that one has ended, with nothing else in flight."""

@@ -110,7 +110,12 @@ class Service:
         # with the model in its own process, two batches in flight: the next waits in its pipe
         self.batcher = ContinuousBatcher(self.run_rows, c.max_batch_tokens, c.max_batch_size, c.max_queue,
                                          on_batch=self.metrics.on_batch, workers=2 if self.engine else 1,
-                                         cut_padding=self.bert.attention_impl == "padded")
+                                         cut_padding=self.bert.attention_impl == "padded",
+                                         compiling=self.compiling)
+
+    def compiling(self) -> bool:
+        """Is the model still building a compiled form (its answers meanwhile from a slower one)?"""
+        return self.engine.compiling if self.engine else self.bert.compiling
 
     def stop(self) -> None:
         if self.batcher is not None:
@@ -517,7 +522,7 @@ class Service:
                 "bertkit": {"task": bert.task, "labels": labels, "pair_inputs": bert.pair_inputs,
                             "max_length": bert.max_length, "precision": precision,
                             "runtime": bert.runtime,
-                            "compiling": self.engine.compiling if self.engine else bert.compiling,
+                            "compiling": self.compiling(),
                             "attention_impl": bert.attention_impl,
                             "num_layers": config.num_hidden_layers, "num_heads": max(heads),
                             "heads_per_layer": heads,

@@ -175,15 +175,20 @@ class ContinuousBatcher:
     ``on_batch(rows, tokens, seconds)`` (optional; ``tokens`` not padded) is called after each forward pass
     (metrics); ``batches_run`` / ``rows_run`` count them, ``last_ok`` is the monotonic time of
     the last batch that succeeded. ``cut_padding``: ``run_rows`` pads a batch to its longest
-    row, so batches are cut where padding costs more than a pass (:attr:`pass_cost`).
+    row, so batches are cut where padding costs more than a pass (:attr:`pass_cost`);
+    ``compiling()``: is the model still building its batch graph? No probe is timed then, and
+    one that set it compiling is dropped: static INT8 answers from its slower package until its
+    graph is compiled, which under load took minutes (avx512_bf16 EPYC), and a probe timed on
+    the package held its estimate for the next 256 batches.
     """
 
     def __init__(self, run_rows: Callable[[tuple, Sequence], list], max_batch_tokens: int = 8192,
                  max_batch_size: int = 64, max_queue: int = 1024,
                  on_batch: Callable[[int, int, float], None] | None = None, workers: int = 1,
-                 cut_padding: bool = False):
+                 cut_padding: bool = False, compiling: Callable[[], bool] = lambda: False):
         self.run_rows = run_rows
         self.pass_cost = PassCost() if cut_padding else None
+        self.compiling = compiling
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
         self.max_queue = max_queue
@@ -322,7 +327,10 @@ class ContinuousBatcher:
                 self.run_rows(half[0].key, [r.encoding for r in half])
                 seconds = time.monotonic() - start
                 best = seconds if best is None else min(best, seconds)
-            self.pass_cost.probed(len(half) * half[0].length, best)
+            if not self.compiling():  # (the first pass may have set the batch graph compiling)
+                self.pass_cost.probed(len(half) * half[0].length, best)
+            else:  # timed on the package: tried again at the next batch of 4 rows or more
+                self.pass_cost.asked = False
         except Exception:  # noqa: BLE001  (the batch's own pass reports what is wrong)
             pass
         finally:
@@ -340,7 +348,7 @@ class ContinuousBatcher:
                 batch = self._next_batch()
                 self._running += 1
                 self._running_rows += len(batch)
-                probe = self.pass_cost is not None and self.pass_cost.due(len(batch))
+                probe = self.pass_cost is not None and not self.compiling() and self.pass_cost.due(len(batch))
             if probe:
                 self._probe(batch)
             start = time.monotonic()
