@@ -197,6 +197,18 @@ def test_the_cost_of_a_pass_is_measured_from_a_probe_and_the_batches_after_it():
     assert cost.tokens is None
 
 
+def test_a_batch_far_larger_than_the_probe_is_probed_again():
+    """A probe taken at a light load (a warm-up 4 at a time) says little of cutting batches of 32:
+    a batch of 8 times the probe's tokens (4 times the batch it came from) is probed again."""
+    cost = PassCost(every=100)
+    assert cost.due(4, 40)
+    cost.probed(20, 0.100)
+    assert not cost.due(4, 100) and not cost.due(32, 159)  # under 8 x 20 tokens: not yet
+    assert cost.due(32, 160) and not cost.due(32, 160)  # claimed once
+    cost.probed(80, 0.300)
+    assert not cost.due(32, 600) and not cost.due(4, 40)  # at the new scale, and lighter again: every 100
+
+
 def test_a_probe_faster_than_the_batches_line_leaves_the_estimate_as_it_was():
     """Seen on the AMX Xeon: a probe timed in a quiet moment put the batches' line through it
     below zero, and the estimate read 0 tokens, cutting batches into a pass per length."""
