@@ -151,6 +151,11 @@ class PassCost:
         self.probe, self.asked, self.scale = (tokens, seconds), True, tokens
         self.recent.clear()
 
+    def dropped(self) -> None:
+        """The claimed probe was timed on a form of the model that later passes will not use (its
+        batch graph was compiling): the next batch of :data:`MIN_ROWS` rows or more probes."""
+        self.asked = False
+
     def ran(self, tokens: int, seconds: float) -> None:
         self.recent.append((tokens, seconds))
         self.since_probe += 1
@@ -338,8 +343,8 @@ class ContinuousBatcher:
                 best = seconds if best is None else min(best, seconds)
             if not self.compiling():  # (the first pass may have set the batch graph compiling)
                 self.pass_cost.probed(len(half) * half[0].length, best)
-            else:  # timed on the package: tried again at the next batch of 4 rows or more
-                self.pass_cost.asked = False
+            else:
+                self.pass_cost.dropped()
         except Exception:  # noqa: BLE001  (the batch's own pass reports what is wrong)
             pass
         finally:
