@@ -57,7 +57,7 @@ def test_a_classifier_reads_a_graph_whose_last_layer_runs_at_cls_only(float_and_
     model, quantised = float_and_static
     encoder = quantised.encoder_model()
     route = quantised.bertkit_static_int8_route
-    assert route.cls and route.package_done is not None and route.batches_ready.is_set()
+    assert route.cls and route.package_done is not None and (route.package_batches or route.batches_ready.is_set())
     ids = torch.randint(5, model.config.vocab_size, (4, 12), generator=torch.Generator().manual_seed(3))
     ids[:, 0], ids[:, -1] = 2, 3
     mask = torch.ones_like(ids)
@@ -172,12 +172,13 @@ def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and
     assert other != static_int8._package_key(model.encoder_model(), calibration, False, 3, False, cls=True)
 
 
-def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_background(float_and_static):
+def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_background(float_and_static, monkeypatch):
     """A server answers at once: single inputs and batches on the package while the batch
     graph compiles in a thread of its own, then batches on that graph, compiled once; both
     close to fp32."""
     from torch._dynamo.utils import counters
 
+    monkeypatch.setattr(static_int8, "package_batches", lambda: False)  # a class that compiles the graph
     model, _ = float_and_static
     quantised = copy.deepcopy(model)
     static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
@@ -205,9 +206,43 @@ def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_backgro
     assert not static_int8.compiling(quantised)
 
 
-def test_a_failed_background_compilation_leaves_batches_on_the_package_and_says_why(capsys):
+def test_where_batches_run_on_the_package_no_graph_is_exported_or_compiled(float_and_static, monkeypatch):
+    """On a class of PACKAGE_BATCHES_CLASSES a server's warm-up loads the cached package and
+    builds nothing more: no export (the graph is not needed when the package is cached), no
+    compile thread, never "compiling"; batches answer on the package, close to fp32."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(static_int8, "package_batches", lambda: True)
+    model, _ = float_and_static
+    quantised = copy.deepcopy(model)
+    static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
+    route = quantised.bertkit_static_int8_route
+    frames = counters["frames"]["ok"]
+    static_int8.warm_up(quantised, background=True)  # the fixture's model built the same package
+    assert route.package_done is not None and route.package_done[2] is True  # loaded from the cache
+    assert route._graph is None and not route.batches_started and not static_int8.compiling(quantised)
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 9, 10, 11, 3, 0], [2, 12, 3, 0, 0, 0]])
+    mask = (ids > 0).long()
+    with torch.inference_mode():
+        expected = model(ids, None, mask).logits
+        got = quantised.head_logits(ids, None, mask)
+    assert not route.batches_started and counters["frames"]["ok"] == frames  # nothing compiled for the batch
+    spread = float(expected.max() - expected.min())
+    assert float((got - expected).abs().max()) <= max(0.1 * spread, 0.02)
+    assert "single inputs and batches on the AOTInductor package, loaded from the cache" in static_int8.describe(quantised)
+
+
+@pytest.mark.parametrize("cls, on_package", [("amx", False), ("avx512-bf16", True), ("avx512-vnni", False),
+                                             ("avx2", False)])
+def test_batches_run_on_the_package_only_on_the_measured_cpu_classes(monkeypatch, cls, on_package):
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
+    assert static_int8.package_batches() is on_package
+
+
+def test_a_failed_background_compilation_leaves_batches_on_the_package_and_says_why(capsys, monkeypatch):
     """The batch graph's compilation fails in its thread: nothing is left "compiling" (a
     client waiting for it would wait for ever), the reason is printed and described."""
+    monkeypatch.setattr(static_int8, "package_batches", lambda: False)
     route = static_int8._Route(None, None, None, None, bf16=False)
     route.package, route.graph = (lambda: None), (lambda: None)
 

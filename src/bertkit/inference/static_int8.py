@@ -28,6 +28,8 @@ new shape, measured per CPU class), the padding masked out, so that the few matr
 oneDNN builds its INT8 products for are reused across texts of every length (a lone BERT-Tiny
 input 1.3 ms against 3.3 on the VNNI Xeon). The package is built, or loaded, at the first forward pass
 (:func:`bertkit.inference.compiled.warm_up` does it ahead), in the thread count of that call.
+Batches run on the same graph compiled by ``torch.compile``, or on the package too on the CPU
+classes where that was measured as fast (:data:`PACKAGE_BATCHES_CLASSES`).
 A pooled classifier's head (and a ``[CLS]``-pooled vector) reads a second graph, quantised
 and compiled the same way, whose last layer runs at ``[CLS]`` only
 (:func:`bertkit.model.sparse_last_layer.encode_cls`: about 7% less work at 128 tokens); each
@@ -109,6 +111,17 @@ BUCKET_STEP_BEYOND = 64
 # BERT-Base pads a lone input up to 5 tokens, 4 rows 1 token, 32 rows none. Other classes are not
 # measured and keep the ladder at every pass.
 MOST_PADDING_BY_CLASS = {"avx512-bf16": 5e8}
+# CPU classes whose batches run on the package too, no torch.compile graph beside it. On the
+# avx512_bf16 EPYC (BERT-Base-sized classifier, random weights calibrated on 300 SST-2 train
+# sentences, one thread, CPU clock, best of 3-8 passes, 2-3 interleaved rounds; 2026-12-07) the
+# autotuned package took 0.86-0.91x the graph's time at 2 x 30, 0.97-0.99x at 8 x 24, 0.96-1.05x at
+# 4 x 24, 16 x 28-40 and 32 x 21-24, 1.00-1.06x at 24 x 40 and 12 x 64, 1.02-1.08x at 8 x 128, 1.00-1.04x at
+# 32 x 128: level, while the graph cannot be cached (inductor skips frozen graphs), so every
+# start exported the model again and compiled it for 20-55 s idle, and for minutes behind a loaded
+# server, whose batches meanwhile ran on the package anyway. On the AMX Xeon the package ran
+# batches of 8-32 x 128 at 0.70x the graph's speed (2026-11-26): it keeps the graph, as do
+# the classes not measured.
+PACKAGE_BATCHES_CLASSES = frozenset({"avx512-bf16"})
 ROUTE_VERSION = 3  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
 
@@ -262,7 +275,9 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
     in a second; the faster one for a lone input) answers single inputs, and every batch
     until the second form is ready: the graph compiled by ``torch.compile`` (not cacheable,
     minutes for BERT-Base; 1.4x the package on 8 and 32 x 128 on the AMX Xeon, where the
-    package's dynamic-shape kernels lose). Both are built at the first calls that need them;
+    package's dynamic-shape kernels lose); on the classes of :data:`PACKAGE_BATCHES_CLASSES`,
+    where the package is level with it, batches run on the package and no graph is compiled.
+    Both are built at the first calls that need them;
     :func:`warm_up` builds them ahead (the second in the background for a server). A
     :class:`BertkitError` where the route cannot run (:func:`blocker`)."""
     why = blocker()
@@ -292,8 +307,9 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
 
 def warm_up(model, background: bool = False) -> None:
     """Build ``model``'s static-INT8 forms now: the package (for a lone input, and for
-    batches until the other is ready), then the batches' compiled graph, in a thread of its
-    own with ``background`` (a server answers meanwhile), in the caller's thread count."""
+    batches until the other is ready), then, unless batches run on the package
+    (:func:`package_batches`), the batches' compiled graph, in a thread of its own with
+    ``background`` (a server answers meanwhile), in the caller's thread count."""
     model.bertkit_static_int8_route.warm_up(background)
 
 
@@ -305,13 +321,22 @@ def describe(model) -> str:
         path, seconds, cached = route.package_done
         package = (f"loaded from the cache in {seconds:.1f} s" if cached else f"built in {seconds:.0f} s and cached")
         package += f" ({path})"
+    graph = " (the classifier's graph: its last layer at [CLS] only)" if route.cls else ""
+    if route.package_batches:
+        return (f"static INT8{graph}: single inputs and batches on the AOTInductor package, {package} "
+                f"(measured as fast for batches as a torch.compile graph on CPU class {cpu.cpu_class()})")
     batches = (f"compiled in {route.batches_seconds:.0f} s" if route.batches_ready.is_set()
                else f"not compiled ({route.batches_error}): the package answers them" if route.batches_error
                else "compiling in the background (the package answers them meanwhile)" if route.batches_started
                else "compiled at the first batch")
-    graph = " (the classifier's graph: its last layer at [CLS] only)" if route.cls else ""
     return (f"static INT8{graph}: single inputs on the AOTInductor package, {package}; batches: torch.compile, "
             f"{batches}")
+
+
+def package_batches() -> bool:
+    """Whether batches run on the package on this CPU's class (:data:`PACKAGE_BATCHES_CLASSES`),
+    with no batch graph compiled beside it."""
+    return cpu.cpu_class() in PACKAGE_BATCHES_CLASSES
 
 
 def compiling(model) -> bool:
@@ -337,6 +362,7 @@ class _Route:
         self.batches_started = False
         self.batches_seconds = 0.0
         self.batches_error: str | None = None  # why the background compilation failed
+        self.package_batches = package_batches()  # batches on the package, no graph for them
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
@@ -373,7 +399,7 @@ class _Route:
         with torch.inference_mode(False):
             inputs = tuple(torch.nn.functional.pad(x, (0, padding)) if padding else _ordinary(x).contiguous()
                            for x in (input_ids, token_type_ids, attention_mask))
-        if input_ids.shape[0] > 1 and not self.batches_started:
+        if input_ids.shape[0] > 1 and not self.batches_started and not self.package_batches:
             self.compile_batches()
         if input_ids.shape[0] > 1 and self.batches_ready.is_set():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
@@ -390,6 +416,8 @@ class _Route:
     def warm_up(self, background: bool = False) -> None:
         """:func:`warm_up` of this route."""
         self.package()
+        if self.package_batches:  # nothing more to build: a cached package needs no export either
+            return
         if not background:
             self.compile_batches()
             return
