@@ -174,27 +174,24 @@ def test_two_workers_put_a_second_batch_in_only_once_it_is_as_large():
     assert [a[0] for a in answers] == [[4, 4, 4], [2], [2], [2]]
 
 
-def test_the_cost_of_a_pass_is_measured_from_a_probe_and_the_batches_after_it():
+def test_the_cost_of_a_pass_is_a_line_through_the_passes_timed():
+    """Padded tokens and seconds of the probe and the batches: the median slope between passes
+    1.5x apart in tokens, the median intercept; an outlier moves neither; passes too short to time
+    leave it unknown."""
     cost = PassCost(every=3)
     assert cost.tokens is None and not cost.due(3) and cost.due(4) and not cost.due(4)  # claimed once
-    cost.probed(10, 0.010 + 0.001 * 10)  # a pass costs as much as 10 tokens, each 1 ms
-    for tokens in (40, 5, 100):  # 5: too close to the probe to say what a token costs
-        cost.ran(tokens, 0.010 + 0.001 * tokens)
-    assert cost.tokens is None  # two batches far enough from the probe, three needed
-    cost.ran(200, 0.010 + 0.001 * 200 + 0.5)  # one slow outlier: the median holds
-    cost.ran(60, 0.010 + 0.001 * 60)
+    cost.probed(10, 0.100 + 0.010 * 10)  # a pass costs as much as 10 tokens, each 10 ms
+    cost.ran(12, 0.100 + 0.010 * 12)  # too close to the probe to give a slope
+    cost.ran(40, 0.100 + 0.010 * 40)
+    assert cost.tokens is None  # two slopes, three needed
+    cost.ran(100, 0.100 + 0.010 * 100)
     assert cost.tokens == pytest.approx(10)
-    assert cost.due(4)  # five batches since the probe, every 3: probe again
-    cost.probed(12, 0.060)
-    for tokens in (14, 16, 20):  # cut pieces near the probe's size: they cannot say, the last estimate holds
-        cost.ran(tokens, 0.060 + 0.001 * tokens)
+    cost.ran(200, 0.100 + 0.010 * 200 + 5.0)  # one slow outlier: the medians hold
     assert cost.tokens == pytest.approx(10)
-    cost.probed(10, 0.002)
-    for tokens in (40, 60, 80):  # passes too short to time beside the interpreter lock's waits
+    assert cost.due(4)  # four batches since the probe, every 3: probe again
+    for tokens in (40, 60, 80, 100, 120, 140):  # passes too short to time beside the interpreter lock's waits
         cost.ran(tokens, 0.001 + 0.0001 * tokens)
-    assert cost.tokens is None
-    cost.ran(15, 0.003)  # and the estimate before them is gone too
-    assert cost.tokens is None
+    assert cost.tokens is None  # and the estimate before them is gone too
 
 
 def test_a_batch_far_larger_than_the_probe_is_probed_again():
@@ -209,17 +206,17 @@ def test_a_batch_far_larger_than_the_probe_is_probed_again():
     assert not cost.due(32, 600) and not cost.due(4, 40)  # at the new scale, and lighter again: every 100
 
 
-def test_a_probe_faster_than_the_batches_line_leaves_the_estimate_as_it_was():
+def test_a_line_that_leaves_a_pass_no_cost_of_its_own_leaves_the_estimate_as_it_was():
     """Seen on the AMX Xeon: a probe timed in a quiet moment put the batches' line through it
     below zero, and the estimate read 0 tokens, cutting batches into a pass per length."""
-    cost = PassCost(every=100)
+    cost = PassCost(every=100, window=4)
     cost.probed(100, 0.010)  # 0.1 ms a token, as if a pass cost nothing ...
     for tokens in (400, 500, 600):  # ... while the batches cost 0.2 ms a token
         cost.ran(tokens, 0.2e-3 * tokens)
     assert cost.tokens is None  # not 0: unknown, nothing is cut
-    cost.probed(10, 0.010 + 0.001 * 10)
+    cost.probed(10, 0.100 + 0.010 * 10)
     for tokens in (40, 100, 60):
-        cost.ran(tokens, 0.010 + 0.001 * tokens)
+        cost.ran(tokens, 0.100 + 0.010 * tokens)
     assert cost.tokens == pytest.approx(10)
     cost.probed(100, 0.010)
     for tokens in (400, 500, 600):
@@ -269,7 +266,7 @@ def test_the_probe_runs_the_shorter_half_of_the_batch_and_its_answers_go_nowhere
         return answers
 
     answers = asyncio.run(scenario())
-    assert calls == [[5, 3], [5, 3], [9, 7, 5, 3]]
+    assert calls == [[5, 3], [9, 7, 5, 3]]  # the probe timed once, as any batch
     assert [a[0] for a in answers] == [7, 3, 9, 5]
     assert ContinuousBatcher(lambda k, r: [], cut_padding=False).pass_cost is None
 
@@ -302,8 +299,8 @@ def test_no_probe_while_the_batch_graph_compiles_and_none_timed_as_it_began():
         return dropped, batcher.pass_cost.probe
 
     dropped, probe = asyncio.run(scenario())
-    twice, whole = [[5, 3], [5, 3]], [[9, 7, 5, 3]]
-    assert calls == twice + whole + whole + twice + whole
+    half, whole = [[5, 3]], [[9, 7, 5, 3]]
+    assert calls == half + whole + whole + half + whole
     assert dropped and probe is not None and probe[0] == 10
 
 
@@ -341,5 +338,5 @@ def test_with_two_workers_the_probe_waits_for_the_other_batch_and_runs_alone():
 
     waiting, answers = asyncio.run(scenario())
     assert waiting == 1
-    assert calls == [([4, 4, 4], 1), ([3, 2], 1), ([3, 2], 1), ([6, 5, 3, 2], 1)]
+    assert calls == [([4, 4, 4], 1), ([3, 2], 1), ([6, 5, 3, 2], 1)]
     assert [a[0] for a in answers] == [[4, 4, 4], [6, 2, 5, 3]]

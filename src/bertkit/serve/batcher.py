@@ -103,18 +103,24 @@ def _deliver(rows: Sequence[_Row], values: Sequence[Any] | None = None,
 
 class PassCost:
     """The fixed cost of one forward pass in padded tokens (what a pass costs beyond its tokens,
-    divided by what a token costs), measured as the server runs: a probe pass of the shorter
-    half of a batch's rows (a piece of the size a cut makes: at the size of two short rows the
-    cost of a pass did not follow a line to a batch's: on BERT-Tiny the fixed cost came out at
-    70 tokens, and the batches cut by it ran 1.7x slower), timed twice, the faster kept, again
-    every ``every`` batches, against the real batches timed since (``recent``: the median of
-    their cost per token beyond the probe's). :attr:`tokens` is None until the probe and three
-    batches of at least twice its tokens have been timed, and where the passes are too short
-    to time (:data:`MIN_PASS_SECONDS`); while the passes since the last probe cannot say (too
-    few of them, or a cut has made them close to the probe's size, or their line through the
-    probe leaves a pass no cost of its own: the probe timed in a quieter moment than the
-    batches, which read as 0 would cut a batch into a pass per length), the last estimate
-    holds, so that the cut does not switch itself off."""
+    divided by what a token costs), measured as the server runs: a line through the last
+    ``window`` passes timed, ``(padded tokens, seconds)``, fitted by Theil and Sen's rule (the
+    median of the slopes between passes of at least :data:`SPREAD` times each other's tokens,
+    then the median intercept), so that a pass slowed by a wait or sped by kernels another
+    pass built moves it little. Every ``every`` batches, and where a batch holds
+    :data:`RESCALE` times the last probe's tokens, a probe pass of the shorter half of a batch's
+    rows adds a point of the size a cut makes. :attr:`tokens` is None until the passes say
+    (fewer than three pairs far enough apart), where they are too short to time
+    (:data:`MIN_PASS_SECONDS`), and where the line leaves a pass no cost of its own (which read
+    as 0 would cut a batch into a pass per length); once known, an estimate holds until the
+    passes give another, so that the cut does not switch itself off.
+
+    Why a line through every pass and not a probe against the batches after it: the probe, timed
+    twice with the faster kept, came out of static INT8 BERT-Base's fresh passes at 0.2-15.7
+    tokens or not at all (in 6 of 12 runs of 20 server-like batches, one process, avx512_bf16
+    EPYC) where a line through 195 such passes put it at 9 tokens (the AOTInductor package) and
+    37 (the torch.compile graph); the same fit over any 15 of them fell within 6-14 and 32-49
+    (10th-90th percentile; 2026-12-07, docs/serving-results.md)."""
 
     MIN_ROWS = 4  # a batch this large may be cut, so worth a probe
     # A pass's wall time includes its waits for the interpreter lock (up to the 5 ms switch
@@ -123,11 +129,13 @@ class PassCost:
     # from one probe to the next, and batches cut by it ran 1.4x slower; BERT-Base's take 50-400 ms.
     MIN_PASS_SECONDS = 10 * sys.getswitchinterval()
     RESCALE = 8  # a batch of this many times the probe's tokens (4x the batch it was cut from) is probed again
+    SPREAD = 1.5  # two passes give a slope where one has this many times the other's tokens
+    MIN_SLOPES = 3
 
-    def __init__(self, every: int = 256, window: int = 15):
+    def __init__(self, every: int = 256, window: int = 32):
         self.every = every
-        self.probe: tuple[int, float] | None = None  # (padded tokens, seconds)
-        self.recent: deque[tuple[int, float]] = deque(maxlen=window)
+        self.probe: tuple[int, float] | None = None  # the last probe (padded tokens, seconds)
+        self.recent: deque[tuple[int, float]] = deque(maxlen=window)  # passes and probes
         self.since_probe = 0
         self.asked = False  # a probe was claimed (one that failed is tried again after ``every`` batches)
         self.last: float | None = None  # the last estimate
@@ -137,10 +145,8 @@ class PassCost:
         """Should a batch of ``rows`` rows and ``tokens`` padded tokens be preceded by a probe?
         (Claimed: asking again says no.) Every ``every`` batches, and sooner where the batch
         holds :data:`RESCALE` times the last probe's tokens: the probe was taken at a lighter load
-        (a server's first batches: a warm-up of 4 at a time) and a pass's cost is no straight
-        line of its tokens, so the line from a probe of 2 rows to batches of 32 said little of
-        cutting those (static INT8 BERT-Base behind the server, avx512_bf16 EPYC: 47.0 and 69.1
-        requests/s at concurrency 32 in two runs of the same benchmark)."""
+        (a server's first batches: a warm-up of 4 at a time), and the passes at the new scale
+        need a smaller one beside them to give a slope."""
         grown = self.scale is not None and tokens >= self.RESCALE * self.scale
         if rows < self.MIN_ROWS or (self.asked and self.since_probe < self.every and not grown):
             return False
@@ -149,7 +155,7 @@ class PassCost:
 
     def probed(self, tokens: int, seconds: float) -> None:
         self.probe, self.asked, self.scale = (tokens, seconds), True, tokens
-        self.recent.clear()
+        self._add(tokens, seconds)
 
     def dropped(self) -> None:
         """The claimed probe was timed on a form of the model that later passes will not use (its
@@ -157,28 +163,34 @@ class PassCost:
         self.asked = False
 
     def ran(self, tokens: int, seconds: float) -> None:
-        self.recent.append((tokens, seconds))
         self.since_probe += 1
+        self._add(tokens, seconds)
+
+    def _add(self, tokens: int, seconds: float) -> None:
+        self.recent.append((tokens, seconds))
+        self.last = self._fit()
 
     @property
     def tokens(self) -> float | None:
-        if self.probe is None:
-            return None
-        small, seconds = self.probe
-        recent = list(self.recent)
-        times = sorted(s for _, s in recent)
-        if times and times[len(times) // 2] < self.MIN_PASS_SECONDS:
-            self.last = None
-            return None
-        slopes = sorted((s - seconds) / (t - small) for t, s in recent if t >= 2 * small)
-        if len(slopes) < 3 or slopes[len(slopes) // 2] <= 0:
-            return self.last
-        per_token = slopes[len(slopes) // 2]
-        fixed = seconds - per_token * small
-        if fixed <= 0:  # the probe ran faster than the batches' line says (a quiet moment): it cannot say
-            return self.last
-        self.last = fixed / per_token
         return self.last
+
+    def _fit(self) -> float | None:
+        """The estimate after the passes in :attr:`recent` (see the class)."""
+        passes = list(self.recent)
+        times = sorted(s for _, s in passes)
+        if times[len(times) // 2] < self.MIN_PASS_SECONDS:
+            return None
+        slopes = sorted((s2 - s1) / (t2 - t1) for t1, s1 in passes for t2, s2 in passes if t2 >= self.SPREAD * t1)
+        if len(slopes) < self.MIN_SLOPES or _median(slopes) <= 0:
+            return self.last
+        per_token = _median(slopes)
+        fixed = _median(sorted(s - per_token * t for t, s in passes))
+        return fixed / per_token if fixed > 0 else self.last
+
+
+def _median(ordered: Sequence[float]) -> float:
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 class ContinuousBatcher:
@@ -325,24 +337,22 @@ class ContinuousBatcher:
             self._cond.notify_all()  # a worker waiting to take a batch, or to probe alone
 
     def _probe(self, batch: list[_Row]) -> None:
-        """Time a pass of ``batch``'s shorter half (the size of the pieces a cut makes), twice
-        (the faster kept), for :attr:`pass_cost`, with no other batch in flight (with two
-        workers, the other's batch ends first and none starts meanwhile); its outputs are
-        dropped, and a failure leaves the cost unknown (the batch itself runs next, its error
-        going to its callers)."""
+        """Time a pass of ``batch``'s shorter half (the size of the pieces a cut makes), once,
+        as any batch (a second timing of the same shape reuses the kernels the first built, which
+        a real batch of a new shape does not), for :attr:`pass_cost`, with no other batch in
+        flight (with two workers, the other's batch ends first and none starts meanwhile); its
+        outputs are dropped, and a failure leaves the cost unknown (the batch itself runs next,
+        its error going to its callers)."""
         with self._cond:
             self._probing = True
             self._cond.wait_for(lambda: self._running == 1)  # only this worker's own batch, not yet sent
         half = batch[len(batch) // 2:]  # sorted longest first: the shorter half
-        best = None
         try:
-            for _ in range(2):
-                start = time.monotonic()
-                self.run_rows(half[0].key, [r.encoding for r in half])
-                seconds = time.monotonic() - start
-                best = seconds if best is None else min(best, seconds)
-            if not self.compiling():  # (the first pass may have set the batch graph compiling)
-                self.pass_cost.probed(len(half) * half[0].length, best)
+            start = time.monotonic()
+            self.run_rows(half[0].key, [r.encoding for r in half])
+            seconds = time.monotonic() - start
+            if not self.compiling():  # (the pass may have set the batch graph compiling)
+                self.pass_cost.probed(len(half) * half[0].length, seconds)
             else:
                 self.pass_cost.dropped()
         except Exception:  # noqa: BLE001  (the batch's own pass reports what is wrong)
