@@ -250,6 +250,26 @@ def test_a_padded_route_cuts_a_batch_where_padding_costs_more_than_a_pass():
     assert answers == [[1], [4], [12], [50], [11], [4], [10]]
 
 
+def test_lone_passes_are_not_timed_into_the_line():
+    """A quiet spell's one-row passes (nothing in them to cut, and shorter than a pass worth
+    timing) are not given to the pass cost: they would push the next burst's batches out of its
+    window and leave them uncut."""
+    async def scenario():
+        batcher = ContinuousBatcher(lambda key, rows: [0] * len(rows), max_queue=100, cut_padding=True)
+        for n in (5, 9, 12):
+            await batcher.run([plan(n)])
+        lone = list(batcher.pass_cost.recent)
+        with batcher._cond:
+            futures = batcher.submit([plan(n) for n in (7, 3, 9, 5)])
+        for f in futures:
+            await f[0]
+        await asyncio.to_thread(batcher.close)
+        return lone, [tokens for tokens, _ in batcher.pass_cost.recent]
+
+    lone, timed = asyncio.run(scenario())
+    assert lone == [] and timed == [10, 36]  # the probe (5, 3 padded to 5) and the batch (4 x 9)
+
+
 def test_the_probe_runs_the_shorter_half_of_the_batch_and_its_answers_go_nowhere():
     calls = []
 
