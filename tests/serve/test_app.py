@@ -438,6 +438,28 @@ def test_a_latin1_body_and_a_taken_port_say_what_is_wrong(classify):
             check_port("127.0.0.1", port)
 
 
+@pytest.mark.parametrize("kind, through_head", [("classify", True), ("regression", True), ("tagging", False),
+                                                ("mlm", False)])
+def test_health_probes_a_text_scorer_through_its_own_head(tmp_path, kind, through_head):
+    """/health's two-token pass takes the route a text scorer's requests take (its head: a
+    static-INT8 classifier reads a [CLS]-only graph, and the whole encoder's package was loaded,
+    or built for 45 s on a cold start, for the probe alone); other models' passes read every
+    position, as their requests do."""
+    from bertkit.inference.heads import STATES
+    from bertkit.serve.app import Service
+
+    directory = make_task_model(tmp_path, kind)
+    bert = load(directory)
+    service = Service(ServeConfig(model=str(directory)), bert)
+    keys, run_rows = [], bert.run_rows
+    bert.run_rows = lambda key, rows: keys.append(key) or run_rows(key, rows)
+    client = TestClient(create_app(ServeConfig(model=str(directory)), bert))
+    with client:
+        assert client.get("/health").status_code == 200
+    assert keys and keys[-1] == ((bert.family(),) if through_head else (STATES,))
+    assert service.health_probe().rows[0].input_ids == [bert.tokenizer.cls_token_id, bert.tokenizer.sep_token_id]
+
+
 def test_a_route_handler_runs_alone_without_an_app(tmp_path):
     """Each route is a top-level handler of bertkit.serve.routes: callable with a Service."""
     import asyncio

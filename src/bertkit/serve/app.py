@@ -541,6 +541,21 @@ class Service:
         tokens = cost.tokens if cost is not None else None
         return None if tokens is None else round(tokens, 1)
 
+    def health_probe(self) -> Plan:
+        """``/health``'s pass of two tokens (``[CLS] [SEP]``): through the model's own head where
+        it scores texts (a classifier: the route its requests take; a static-INT8 classifier reads
+        a ``[CLS]``-only graph, and the whole encoder's package, loaded for this probe alone, was a
+        second 190 MB on BERT-Base, built for 45 s on a cold start while requests waited), else
+        its last hidden states."""
+        tok = self.bert.tokenizer
+        row = _Tokens([tok.cls_token_id, tok.sep_token_id])
+        family = self.bert.family()
+        if getattr(family, "scores_texts", False):
+            return Plan([row], (family,), lambda outputs: True)
+        probe = self.bert.states_plan(row)
+        probe.finish = lambda outputs: True
+        return probe
+
     async def healthy(self) -> bool:
         """The worker thread lives and the model answers: busy, it is working; idle, a
         two-token probe runs through the batcher (as TEI's backend health check).
@@ -553,9 +568,7 @@ class Service:
             return False
         if b.running or b.queued or self.tokenizing_off_loop:
             return True
-        tok = self.bert.tokenizer
-        probe = self.bert.states_plan(_Tokens([tok.cls_token_id, tok.sep_token_id]))
-        probe.finish = lambda outputs: True
+        probe = self.health_probe()
         try:
             await asyncio.wait_for(b.run([probe]), HEALTH_TIMEOUT_S)
         except Exception:
