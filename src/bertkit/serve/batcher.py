@@ -121,7 +121,7 @@ class PassCost:
 
     Why a line through every pass and not a probe against the batches after it: the probe, timed
     twice with the faster kept, came out of static INT8 BERT-Base's fresh passes at 0.2-15.7
-    tokens or not at all (in 6 of 12 runs of 20 server-like batches, one process, avx512_bf16
+    tokens or not at all (in 3 of 12 runs of 20 server-like batches, one process, avx512_bf16
     EPYC) where a line through 195 such passes put it at 9 tokens (the AOTInductor package) and
     37 (the torch.compile graph); the same fit over any 15 of them fell within 6-14 and 32-49
     (10th-90th percentile; 2026-12-07, docs/serving-results.md)."""
