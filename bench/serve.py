@@ -345,6 +345,18 @@ async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 900) -> 
     raise SystemExit("the server did not start in time")
 
 
+def pass_tokens(url: str) -> float | None:
+    """A ``bertkit serve``'s measured fixed cost of a pass, in padded tokens (``/info``'s
+    ``bertkit.pass_tokens``: its batches are cut by it; None where unmeasured or unpadded), so a
+    run's spread can be read against it."""
+    import httpx
+
+    try:
+        return httpx.get(url + "/info", timeout=10).json().get("bertkit", {}).get("pass_tokens")
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
 CLIENTS = ("httptools", "aiohttp")
 
 
@@ -628,10 +640,12 @@ def main(argv=None) -> int:
                                                       args.max_seconds, route_of(server), args.client))
             for server in servers:
                 row = summarise(server, concurrency, rounds[server], references)
+                row["pass_tokens"] = pass_tokens(urls[server]) if server.startswith("bertkit") else None
                 rows.append(row)
                 print(f"{server:<16} {concurrency:>4} {row['requests']:>6} {row['rps']:8.1f} {row['p50_ms']:8.1f} "
                       f"{row['p95_ms']:8.1f} {row['p99_ms']:8.1f} {row['failed']:>6} {row['wrong']:>6} "
-                      f"{row['max_score_diff']:9.2g}", flush=True)
+                      f"{row['max_score_diff']:9.2g}"
+                      + ("" if row["pass_tokens"] is None else f"  (pass cost {row['pass_tokens']} tokens)"), flush=True)
     finally:
         if pool is not None:
             pool.shutdown()
