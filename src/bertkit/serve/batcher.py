@@ -185,9 +185,9 @@ class PassCost:
         if times[len(times) // 2] < self.MIN_PASS_SECONDS:
             return None
         slopes = sorted((s2 - s1) / (t2 - t1) for t1, s1 in passes for t2, s2 in passes if t2 >= self.SPREAD * t1)
-        if len(slopes) < self.MIN_SLOPES or _median(slopes) <= 0:
+        per_token = _median(slopes) if len(slopes) >= self.MIN_SLOPES else 0.0
+        if per_token <= 0:
             return self.last
-        per_token = _median(slopes)
         fixed = _median(sorted(s - per_token * t for t, s in passes))
         return fixed / per_token if fixed > 0 else self.last
 
@@ -208,8 +208,8 @@ class ContinuousBatcher:
     row, so batches are cut where padding costs more than a pass (:attr:`pass_cost`);
     ``compiling()``: is the model still building its batch graph? No probe is timed then, and
     one that set it compiling is dropped: static INT8 answers from its slower package until its
-    graph is compiled, which under load took minutes (avx512_bf16 EPYC), and a probe timed on
-    the package held its estimate for the next 256 batches.
+    graph is compiled, which under load took minutes (avx512_bf16 EPYC, before batches ran on
+    the package there), and a probe timed on the package says nothing of the graph's passes.
     """
 
     def __init__(self, run_rows: Callable[[tuple, Sequence], list], max_batch_tokens: int = 8192,
