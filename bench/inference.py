@@ -534,7 +534,8 @@ def main(argv=None) -> int:
     text_ids = sst2_token_ids(args.text_limit)
     results: list[dict] = []
     if args.precision:
-        train = sst2_token_ids(0, "train") if any(r.strip() == "ov int8" for r in args.rows.split(",")) else None
+        calibrated = ("ov int8", "bertkit int8 static")  # the rows calibrated on SST-2 train text
+        train = sst2_token_ids(0, "train") if any(r.strip() in calibrated for r in args.rows.split(",")) else None
         calibration = train[:CALIBRATION] if train else None
         from machine import describe, line
 

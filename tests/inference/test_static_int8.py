@@ -233,7 +233,7 @@ def test_where_batches_run_on_the_package_no_graph_is_exported_or_compiled(float
 
 
 @pytest.mark.parametrize("cls, on_package", [("amx", False), ("avx512-bf16", True), ("avx512-vnni", False),
-                                             ("avx2", False)])
+                                             ("avx2", True)])
 def test_batches_run_on_the_package_only_on_the_measured_cpu_classes(monkeypatch, cls, on_package):
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
     assert static_int8.package_batches() is on_package

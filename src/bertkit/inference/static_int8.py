@@ -120,8 +120,12 @@ MOST_PADDING_BY_CLASS = {"avx512-bf16": 5e8}
 # start exported the model again and compiled it for 20-55 s idle, and for minutes behind a loaded
 # server, whose batches meanwhile ran on the package anyway. On the AMX Xeon the package ran
 # batches of 8-32 x 128 at 0.70x the graph's speed (2026-11-26): it keeps the graph, as do
-# the classes not measured.
-PACKAGE_BATCHES_CLASSES = frozenset({"avx512-bf16"})
+# the classes not measured. On the AVX2 EPYC (no VNNI; the package not autotuned; BERT-Base, one
+# thread, CPU clock, best of 3 rounds, bench/static_int8_forms.py; 2026-12-07) the package ran
+# 1.08x the graph's rows a second at 8 x 32 tokens and 1.01x at 32 x 32, while behind the server
+# the graph's compilation kept a core busy for minutes after /health answered (a lone base-sized
+# request 73-77 ms at p50 against the INT8 pipeline's 65-68).
+PACKAGE_BATCHES_CLASSES = frozenset({"avx512-bf16", "avx2"})
 ROUTE_VERSION = 3  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
 
