@@ -122,9 +122,9 @@ MOST_PADDING_BY_CLASS = {"avx512-bf16": 5e8}
 # batches of 8-32 x 128 at 0.70x the graph's speed (2026-11-26): it keeps the graph, as do
 # the classes not measured. On the AVX2 EPYC (no VNNI; the package not autotuned; BERT-Base, one
 # thread, CPU clock, best of 3 rounds, bench/static_int8_forms.py; 2026-12-07) the package ran
-# 1.08x the graph's rows a second at 8 x 32 tokens and 1.01x at 32 x 32, while behind the server
-# the graph's compilation kept a core busy for minutes after /health answered (a lone base-sized
-# request 73-77 ms at p50 against the INT8 pipeline's 65-68).
+# 1.08x the graph's rows a second at 8 x 32 tokens and 1.01x at 32 x 32, while a warm start of a
+# base-sized server compiled the graph until 69.9 s (/health at 26.9 s; on the package alone
+# /health at 17.2 s, nothing compiling after).
 PACKAGE_BATCHES_CLASSES = frozenset({"avx512-bf16", "avx2"})
 ROUTE_VERSION = 3  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
