@@ -42,7 +42,7 @@ def test_a_benchmark_runs_at_a_tiny_shape(script):
 
 @pytest.mark.parametrize("script", ["accuracy", "finetune_precision", "model_speed", "serve",
                                     "tokenizer", "tokenizer_train", "doors", "linear_probe",
-                                    "embedding_train", "embedding_step", "static_int8_forms", "serve_cpu",
+                                    "embedding_train", "embedding_step", "static_int8_forms", "serve_cpu", "openvino_counters",
                                     "embedding_parity"])
 def test_a_benchmark_answers_help(script):
     """The heavier ones (real models, data or servers): at least their imports and flags."""

@@ -3,11 +3,13 @@ for any batch and length, the float model for what the graph does not answer, an
 errors where it cannot run."""
 
 import copy
+import math
 import time
 
 import pytest
 import torch
 
+from bertkit import cpu
 from bertkit.errors import BertkitError
 from bertkit.inference import compiled, static_int8
 from bertkit.modeldir.int8 import load_model, prepare
@@ -57,7 +59,9 @@ def test_a_classifier_reads_a_graph_whose_last_layer_runs_at_cls_only(float_and_
     model, quantised = float_and_static
     encoder = quantised.encoder_model()
     route = quantised.bertkit_static_int8_route
-    assert route.cls and route.package_done is not None and (route.package_batches or route.batches_ready.is_set())
+    # the batch graph built too, unless no batch takes it or only big ones do (compiled at the first)
+    assert route.cls and route.package_done is not None
+    assert route.package_batches or route.batches_ready.is_set() or route.graph_from > 0
     ids = torch.randint(5, model.config.vocab_size, (4, 12), generator=torch.Generator().manual_seed(3))
     ids[:, 0], ids[:, -1] = 2, 3
     mask = torch.ones_like(ids)
@@ -178,7 +182,7 @@ def test_batches_run_on_the_package_until_their_graph_is_compiled_in_the_backgro
     close to fp32."""
     from torch._dynamo.utils import counters
 
-    monkeypatch.setattr(static_int8, "package_batches", lambda: False)  # a class that compiles the graph
+    monkeypatch.setattr(static_int8, "graph_from_tokens", lambda threads=None: 0)  # a class that compiles the graph
     model, _ = float_and_static
     quantised = copy.deepcopy(model)
     static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
@@ -212,7 +216,7 @@ def test_where_batches_run_on_the_package_no_graph_is_exported_or_compiled(float
     compile thread, never "compiling"; batches answer on the package, close to fp32."""
     from torch._dynamo.utils import counters
 
-    monkeypatch.setattr(static_int8, "package_batches", lambda: True)
+    monkeypatch.setattr(static_int8, "graph_from_tokens", lambda threads=None: math.inf)
     model, _ = float_and_static
     quantised = copy.deepcopy(model)
     static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
@@ -232,17 +236,89 @@ def test_where_batches_run_on_the_package_no_graph_is_exported_or_compiled(float
     assert "single inputs and batches on the AOTInductor package, loaded from the cache" in static_int8.describe(quantised)
 
 
-@pytest.mark.parametrize("cls, on_package", [("amx", False), ("avx512-bf16", True), ("avx512-vnni", False),
-                                             ("avx2", True)])
-def test_batches_run_on_the_package_only_on_the_measured_cpu_classes(monkeypatch, cls, on_package):
+@pytest.mark.parametrize("cls, one_thread, two_threads", [("amx", 0, 0), ("avx512-bf16", math.inf, 2048),
+                                                         ("avx512-vnni", 0, 0), ("avx2", math.inf, math.inf)])
+def test_batches_run_on_the_package_only_on_the_measured_cpu_classes_and_thread_counts(monkeypatch, cls, one_thread,
+                                                                                      two_threads):
+    """Every batch on the package at one thread on the two EPYC classes, as measured there; at
+    two the avx512_bf16 EPYC's graph ran big passes faster, so they go to it; the AVX2 EPYC,
+    measured at one thread only, keeps its rule; the other classes compile the graph for all."""
     monkeypatch.setenv("BERTKIT_CPU_CLASS", cls)
-    assert static_int8.package_batches() is on_package
+    assert static_int8.graph_from_tokens(1) == one_thread and static_int8.graph_from_tokens(2) == two_threads
+    assert static_int8.package_batches(1) is (one_thread == math.inf)
+    with cpu.torch_threads(1):
+        assert static_int8.graph_from_tokens() == one_thread
+
+
+def test_where_batches_run_is_decided_at_the_thread_count_the_package_is_built_for(tmp_path, monkeypatch):
+    """A server loads its model in one thread and runs it in more: the rule reads the count the
+    package is built (or loaded) for, the one its passes run in."""
+    monkeypatch.setenv("BERTKIT_CPU_CLASS", "avx512-bf16")
+    monkeypatch.setenv(static_int8.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(static_int8, "_package_key", lambda *args, **kwargs: "key")
+    monkeypatch.setattr(static_int8, "_load", lambda path: "the package")
+    route = static_int8._Route(None, None, None, None, bf16=False)
+    for threads, graph_from in ((2, 2048), (1, math.inf)):
+        with cpu.torch_threads(threads):
+            assert route._load_or_build() == "the package"
+        assert route.graph_from == graph_from and route.package_batches is (graph_from == math.inf)
+
+
+def test_where_big_passes_run_on_the_graph_small_ones_stay_on_the_package(float_and_static, monkeypatch):
+    """A bound of 20 tokens: a 2 x 6 batch (its pass at the ladder's 8: 16 tokens) answers on
+    the package, nothing compiled; a 3 x 6 batch (24) compiles the graph and runs on it;
+    both close to fp32. The server's line says which batches take which form."""
+    monkeypatch.setattr(static_int8, "graph_from_tokens", lambda threads=None: 20)
+    model, _ = float_and_static
+    quantised = copy.deepcopy(model)
+    static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
+    static_int8.warm_up(quantised)  # the package (cached by the fixture), no graph yet
+    route = quantised.bertkit_static_int8_route
+    assert route.graph_from == 20 and not route.batches_started
+    calls = []
+    real_compile = route._compile_batches
+
+    def compile_and_watch():
+        real_compile()
+        graph = route._batches
+        route._batches = lambda *inputs: calls.append(tuple(inputs[0].shape)) or graph(*inputs)
+    route._compile_batches = compile_and_watch
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3], [2, 9, 10, 11, 3, 0], [2, 12, 3, 0, 0, 0]])
+    mask = (ids > 0).long()
+    with torch.inference_mode():
+        for n in (2, 3):
+            expected = model(ids[:n], None, mask[:n]).logits
+            got = quantised.head_logits(ids[:n], None, mask[:n])
+            spread = float(expected.max() - expected.min())
+            assert float((got - expected).abs().max()) <= max(0.1 * spread, 0.02)
+            assert route.batches_started is (n == 3)  # compiled at the first pass past the bound
+    assert [rows_ for rows_, _ in calls] == [3]
+    assert "batches of 20 tokens or more: torch.compile, compiled in" in static_int8.describe(quantised)
+    assert "(smaller ones on the package)" in static_int8.describe(quantised)
+
+
+def test_a_server_keeps_every_batch_on_the_package_where_only_big_passes_would_take_the_graph(float_and_static,
+                                                                                             monkeypatch):
+    """A server's warm-up (background) where big passes alone would take the graph: no export
+    before answering, no compile thread; every batch answers on the package."""
+    monkeypatch.setattr(static_int8, "graph_from_tokens", lambda threads=None: 20)
+    model, _ = float_and_static
+    quantised = copy.deepcopy(model)
+    static_int8.quantize_static(quantised, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
+    static_int8.warm_up(quantised, background=True)
+    route = quantised.bertkit_static_int8_route
+    assert route.graph_from == math.inf and route.package_batches
+    assert route._graph is None and not route.batches_started and not static_int8.compiling(quantised)
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3]] * 4)
+    with torch.inference_mode():
+        quantised.head_logits(ids, None, torch.ones_like(ids))  # 4 x 8 = 32 tokens, past the bound
+    assert not route.batches_started
 
 
 def test_a_failed_background_compilation_leaves_batches_on_the_package_and_says_why(capsys, monkeypatch):
     """The batch graph's compilation fails in its thread: nothing is left "compiling" (a
     client waiting for it would wait for ever), the reason is printed and described."""
-    monkeypatch.setattr(static_int8, "package_batches", lambda: False)
+    monkeypatch.setattr(static_int8, "graph_from_tokens", lambda threads=None: 0)
     route = static_int8._Route(None, None, None, None, bf16=False)
     route.package, route.graph = (lambda: None), (lambda: None)
 

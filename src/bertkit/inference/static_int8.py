@@ -29,7 +29,7 @@ oneDNN builds its INT8 products for are reused across texts of every length (a l
 input 1.3 ms against 3.3 on the VNNI Xeon). The package is built, or loaded, at the first forward pass
 (:func:`bertkit.inference.compiled.warm_up` does it ahead), in the thread count of that call.
 Batches run on the same graph compiled by ``torch.compile``, or on the package too on the CPU
-classes where that was measured as fast (:data:`PACKAGE_BATCHES_CLASSES`).
+classes and thread counts where that was measured as fast (:data:`PACKAGE_BATCHES_CLASSES`).
 A pooled classifier's head (and a ``[CLS]``-pooled vector) reads a second graph, quantised
 and compiled the same way, whose last layer runs at ``[CLS]`` only
 (:func:`bertkit.model.sparse_last_layer.encode_cls`: about 7% less work at 128 tokens); each
@@ -53,6 +53,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -125,7 +126,18 @@ MOST_PADDING_BY_CLASS = {"avx512-bf16": 5e8}
 # 1.08x the graph's rows a second at 8 x 32 tokens and 1.01x at 32 x 32, while a warm start of a
 # base-sized server compiled the graph until 69.9 s (/health at 26.9 s; on the package alone
 # /health at 17.2 s, nothing compiling after).
+# All of that at one intra-op thread (the AVX2 EPYC is measured at no other count).
 PACKAGE_BATCHES_CLASSES = frozenset({"avx512-bf16", "avx2"})
+# CPU classes of PACKAGE_BATCHES_CLASSES where, at two or more intra-op threads, a batch pass of
+# at least this many tokens (rows x padded length) runs on the torch.compile graph after all
+# (predict, evaluate, load(): a server keeps every batch on the package, see _Route.warm_up);
+# smaller ones stay on the package. The avx512_bf16 EPYC at two threads (its two cores;
+# bench/static_int8_forms.py, BERT-Base, best of 3; 2026-12-07, fifth session), the package's
+# rows a second / the graph's by the wall clock: 1.26 at 2 x 32 tokens, 1.01 at 8 x 32, 1.02 at
+# 32 x 32, 0.97 at 8 x 128, 0.93 at 32 x 128; by the CPU clock 1.19, 1.06, 0.98, 0.93, 0.91, and
+# 1.08 at 4 x 64, 1.03 at 16 x 64, 0.94 at 32 x 64 (the package's kernels parallelise long,
+# big passes less well): the graph pays from about 2,048 tokens.
+GRAPH_FROM_TOKENS_BY_CLASS = {"avx512-bf16": 2048}
 ROUTE_VERSION = 3  # raised when the graph built here changes: packages cached before are not reused
 CACHE_ENV = "BERTKIT_CACHE_DIR"
 
@@ -280,7 +292,8 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
     until the second form is ready: the graph compiled by ``torch.compile`` (not cacheable,
     minutes for BERT-Base; 1.4x the package on 8 and 32 x 128 on the AMX Xeon, where the
     package's dynamic-shape kernels lose); on the classes of :data:`PACKAGE_BATCHES_CLASSES`,
-    where the package is level with it, batches run on the package and no graph is compiled.
+    at the thread counts where the package is level with it, batches run on the package and no
+    graph is compiled.
     Both are built at the first calls that need them;
     :func:`warm_up` builds them ahead (the second in the background for a server). A
     :class:`BertkitError` where the route cannot run (:func:`blocker`)."""
@@ -311,9 +324,11 @@ def quantize_static(model, calibration: Sequence[tuple[torch.Tensor, torch.Tenso
 
 def warm_up(model, background: bool = False) -> None:
     """Build ``model``'s static-INT8 forms now: the package (for a lone input, and for
-    batches until the other is ready), then, unless batches run on the package
-    (:func:`package_batches`), the batches' compiled graph, in a thread of its own with
-    ``background`` (a server answers meanwhile), in the caller's thread count."""
+    batches until the other is ready), then, where every batch runs on the graph
+    (:func:`graph_from_tokens` 0), the batches' compiled graph, in a thread of its own with
+    ``background`` (a server answers meanwhile), in the caller's thread count. Where only big
+    passes take the graph, it is compiled at the first of them, and never for a server
+    (``background``), whose batches then all run on the package."""
     model.bertkit_static_int8_route.warm_up(background)
 
 
@@ -332,15 +347,31 @@ def describe(model) -> str:
     batches = (f"compiled in {route.batches_seconds:.0f} s" if route.batches_ready.is_set()
                else f"not compiled ({route.batches_error}): the package answers them" if route.batches_error
                else "compiling in the background (the package answers them meanwhile)" if route.batches_started
-               else "compiled at the first batch")
-    return (f"static INT8{graph}: single inputs on the AOTInductor package, {package}; batches: torch.compile, "
-            f"{batches}")
+               else "compiled at the first such batch")
+    which = f"batches of {route.graph_from:.0f} tokens or more" if route.graph_from > 0 else "batches"
+    smaller = " (smaller ones on the package)" if route.graph_from > 0 else ""
+    return (f"static INT8{graph}: single inputs on the AOTInductor package, {package}; {which}: torch.compile, "
+            f"{batches}{smaller}")
 
 
-def package_batches() -> bool:
-    """Whether batches run on the package on this CPU's class (:data:`PACKAGE_BATCHES_CLASSES`),
-    with no batch graph compiled beside it."""
-    return cpu.cpu_class() in PACKAGE_BATCHES_CLASSES
+def graph_from_tokens(threads: int | None = None) -> float:
+    """The fewest tokens (rows x padded length) a batch pass needs to run on the torch.compile
+    graph rather than the package, on this CPU's class at ``threads`` intra-op threads (default:
+    torch's now): 0 (every batch) on the classes not in :data:`PACKAGE_BATCHES_CLASSES`;
+    there, infinity (no graph is compiled) at one thread, else
+    :data:`GRAPH_FROM_TOKENS_BY_CLASS`'s bound where it was measured."""
+    name = cpu.cpu_class()
+    if name not in PACKAGE_BATCHES_CLASSES:
+        return 0
+    if (threads or torch.get_num_threads()) == 1:
+        return math.inf
+    return GRAPH_FROM_TOKENS_BY_CLASS.get(name, math.inf)
+
+
+def package_batches(threads: int | None = None) -> bool:
+    """Whether every batch runs on the package, no batch graph compiled beside it
+    (:func:`graph_from_tokens`), at ``threads`` intra-op threads (default: torch's now)."""
+    return graph_from_tokens(threads) == math.inf
 
 
 def compiling(model) -> bool:
@@ -366,7 +397,10 @@ class _Route:
         self.batches_started = False
         self.batches_seconds = 0.0
         self.batches_error: str | None = None  # why the background compilation failed
-        self.package_batches = package_batches()  # batches on the package, no graph for them
+        # the fewest tokens a batch runs on the graph with (:func:`graph_from_tokens`; infinity:
+        # every batch on the package, no graph), decided when the package is built or loaded,
+        # in the thread count it is built for
+        self.graph_from = 0.0
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
                 output_attentions=False):
@@ -403,14 +437,22 @@ class _Route:
         with torch.inference_mode(False):
             inputs = tuple(torch.nn.functional.pad(x, (0, padding)) if padding else _ordinary(x).contiguous()
                            for x in (input_ids, token_type_ids, attention_mask))
-        if input_ids.shape[0] > 1 and not self.batches_started and not self.package_batches:
+        if self.package_done is None:  # the rule at this call's thread count, until the package's
+            self.graph_from = graph_from_tokens()
+        on_graph = input_ids.shape[0] > 1 and input_ids.shape[0] * (length + padding) >= self.graph_from
+        if on_graph and not self.batches_started:
             self.compile_batches()
-        if input_ids.shape[0] > 1 and self.batches_ready.is_set():
+        if on_graph and self.batches_ready.is_set():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
                 last, pooled = self._batches(*inputs)
         else:
             last, pooled = self.package()(*inputs)
         return last, pooled
+
+    @property
+    def package_batches(self) -> bool:
+        """Whether every batch runs on the package (no batch graph is compiled)."""
+        return self.graph_from == math.inf
 
     @functools.cached_property
     def weights(self) -> int:
@@ -420,10 +462,16 @@ class _Route:
     def warm_up(self, background: bool = False) -> None:
         """:func:`warm_up` of this route."""
         self.package()
+        if background and self.graph_from > 0:
+            # a server whose big passes alone would take the graph: its batches (the batcher's
+            # cuts of short requests) rarely reach the bound, while the graph would cost every
+            # start an export before answering and minutes of compiling beside the requests
+            self.graph_from = math.inf
         if self.package_batches:  # nothing more to build: a cached package needs no export either
             return
         if not background:
-            self.compile_batches()
+            if self.graph_from == 0:  # else at the first pass that reaches the bound (_run)
+                self.compile_batches()
             return
         # export (the quantised graph) patches torch.nn.Module.__call__ process-wide while it
         # traces, so it must not run beside requests: here, before the server answers any;
@@ -469,6 +517,7 @@ class _Route:
             if runner is None:
                 raise BertkitError(f"static INT8: the package just compiled does not load ({path})")
         self.package_done = (str(path), time.perf_counter() - started, cached)
+        self.graph_from = graph_from_tokens(threads)
         return runner
 
     def compile_batches(self) -> None:
