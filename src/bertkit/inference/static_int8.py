@@ -368,12 +368,6 @@ def graph_from_tokens(threads: int | None = None) -> float:
     return GRAPH_FROM_TOKENS_BY_CLASS.get(name, math.inf)
 
 
-def package_batches(threads: int | None = None) -> bool:
-    """Whether every batch runs on the package, no batch graph compiled beside it
-    (:func:`graph_from_tokens`), at ``threads`` intra-op threads (default: torch's now)."""
-    return graph_from_tokens(threads) == math.inf
-
-
 def compiling(model) -> bool:
     """Whether ``model``'s batch graph is being compiled in the background (a server's
     batches run on the slower package until it is done); False for a model not on this route."""
