@@ -143,6 +143,26 @@ def test_every_pass_runs_at_a_length_of_the_ladder(float_and_static):
         assert torch.equal(logits, by_hand)
 
 
+def test_every_layer_fuses_its_int8_products_post_ops_at_a_dynamic_length(tmp_path):
+    """Exported with a dynamic length, the graph reads the length from the products' outputs,
+    and that second user stopped inductor's INT8 fusions (the FFN's GELU and output
+    quantisation inside its product, the residual adds inside theirs) in every layer but the
+    [CLS] one; with the sizes read from the inputs (SizesFromInputs) every layer fuses."""
+    from torch._dynamo.utils import counters
+
+    why = static_int8.blocker()
+    if why:
+        pytest.skip(why)
+    layers = 3
+    model = load_model(make_task_model(tmp_path, "classify", hidden=32, layers=layers))
+    static_int8.quantize_static(model, static_int8.calibration_batches(rows(30, model.config.vocab_size)))
+    counters.clear()
+    model.bertkit_static_int8_route.package()  # built here: its own model, nothing cached
+    fused = counters["inductor"]
+    assert fused["qlinear_unary_matcher_count"] == layers  # each layer's FFN product with its GELU
+    assert fused["qlinear_binary_matcher_count"] == 2 * layers  # each layer's two residual adds
+
+
 def test_the_compiled_package_is_cached_keyed_and_rebuilt_when_damaged(float_and_static):
     """A second model with the same weights and calibration loads the package the first one
     built (no export, calibration or compilation); another thread count is another package; a

@@ -137,30 +137,35 @@ _WHOLE = ThreadSwitch()
 
 def whole_projections():
     """Within it (in this thread), the layer at positions computes its query, key and value
-    projections as whole products (``qkv(hidden)``, ``qkv(queries)``), not by row blocks of the
-    fused weight: a sliced weight is no parameter to a quantiser, which would leave those
-    products in float (static INT8 traces its ``[CLS]`` graph so; the queries' keys and values
-    cost one product of B rows more)."""
+    projections as one whole product over every position (``qkv(hidden)``, the queries its rows
+    at the positions), not by row blocks of the fused weight: a sliced weight is no parameter to
+    a quantiser, which would leave those products in float (static INT8 traces its ``[CLS]``
+    graph so; the positions' keys and values are computed and not read)."""
     return _WHOLE.within()
 
 
-def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queries: torch.Tensor,
-                  mask: torch.Tensor | None, packing=None) -> torch.Tensor:
-    """Context (B, Q, H) of ``queries`` (B, Q, H) attending over ``hidden``: (B, T, H), or
-    the packed real tokens (N, H) of ``packing`` (a :class:`~bertkit.model.unpadded.Packing`)."""
+def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, select, mask: torch.Tensor | None,
+                  packing=None) -> torch.Tensor:
+    """Context (B, Q, H) of the queries ``select(hidden)`` (B, Q, H) attending over ``hidden``:
+    (B, T, H), or the packed real tokens (N, H) of ``packing`` (a
+    :class:`~bertkit.model.unpadded.Packing`); ``select`` picks the query rows of any tensor
+    laid out as ``hidden``."""
     heads, size = attention.num_heads, attention.head_size
     width = heads * size  # the hidden size, less any pruned heads
     layer = attention.qkv
     if type(layer) is nn.Linear and not _WHOLE.on:  # row blocks: views, no copy
         kv = F.linear(hidden, layer.weight[width:], layer.bias[width:])
-        query = F.linear(queries, layer.weight[:width], layer.bias[:width])
-    else:  # a layer packed or quantised for inference computes as a whole, on its own kernels
-        kv, query = layer(hidden)[..., width:], layer(queries)[..., :width]
+        query = F.linear(select(hidden), layer.weight[:width], layer.bias[:width])
+    else:  # a layer packed or quantised for inference computes as a whole, on its own kernels:
+        # one product over every position (a second call on the query rows would be a second
+        # use of the weight, which inductor's INT8 fusion then leaves in float)
+        qkv = layer(hidden)
+        kv, query = qkv[..., width:], select(qkv)[..., :width]
     if packing is not None:  # keys and values of the real tokens, spread to (B, T, 2 * width)
         kv = packing.spread(kv)
     batch, length = kv.shape[:2]
     key, value = kv.view(batch, length, 2, heads, size).permute(2, 0, 3, 1, 4).unbind(0)
-    count = queries.shape[1]
+    count = query.shape[1]
     query = query.reshape(batch, count, heads, size).transpose(1, 2)
     context = F.scaled_dot_product_attention(
         query, key, value, attn_mask=mask,
@@ -174,10 +179,13 @@ def layer_at_positions(layer: EncoderLayer, hidden: torch.Tensor, mask: torch.Te
     the rest at the Q positions (``mask`` from :func:`query_mask`). ``hidden``: (B, T, H), or
     the packed real tokens (N, H) of ``packing`` (positions then name real tokens)."""
     if packing is None:
-        selected = gather_positions(hidden, positions)  # queries and residual
+        def select(rows: torch.Tensor) -> torch.Tensor:
+            return gather_positions(rows, positions)
     else:
-        selected = hidden.index_select(0, packing.rows_at(positions).reshape(-1)).view(*positions.shape, -1)
-    attended = layer.attention.output(_attention_at(layer.attention.self, hidden, selected, mask, packing),
+        def select(rows: torch.Tensor) -> torch.Tensor:
+            return rows.index_select(0, packing.rows_at(positions).reshape(-1)).view(*positions.shape, -1)
+    selected = select(hidden)  # queries and residual
+    attended = layer.attention.output(_attention_at(layer.attention.self, hidden, select, mask, packing),
                                       selected)
     return layer.output(layer.intermediate(attended), attended)
 
