@@ -5,7 +5,8 @@ One randomly initialised BERT sequence classifier of the preset, exported for Op
 sentences), run on packed SST-2 dev text: OpenVINO's own per-node counters (``PERF_COUNT``,
 summed by node type and kernel, averaged over the passes) and ``torch.profiler`` over
 bertkit's route at the same precision (bf16: the engine's prepared model; fp32; INT8: static
-INT8, whose AOTInductor package the profiler sees as one call, so only its time is printed).
+INT8, its AOTInductor package built for this run with inductor's kernel profiling, in a
+temporary cache, so that the profiler sees its kernels and oneDNN calls).
 Each line gives milliseconds a pass and the share of the counted time, CPU clock.
 
     python bench/openvino_counters.py --batch 1x128 --routes ov:bf16,bertkit:bf16 --threads 1
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -85,7 +88,11 @@ def bertkit_profile(model, precision: str, batch, calibration, args) -> None:
 
         prepared = copy.deepcopy(model)
         static_int8.quantize_static(prepared, static_int8.calibration_batches(calibration))
-        static_int8.warm_up(prepared)
+        plain = static_int8.package_inductor_configs
+        static_int8.package_inductor_configs = lambda: {**plain(), "cpp.enable_kernel_profile": True}
+        with tempfile.TemporaryDirectory() as cache, _env(static_int8.CACHE_ENV, cache):
+            static_int8.warm_up(prepared)
+        static_int8.package_inductor_configs = plain
         precision = "fp32"  # the float work inside the package is its own (bf16 where native)
     else:
         prepared = prepare(copy.deepcopy(model), precision)
@@ -104,8 +111,21 @@ def bertkit_profile(model, precision: str, batch, calibration, args) -> None:
         for _ in range(args.passes):
             run()
     table = prof.key_averages(group_by_input_shape=True).table(
-        sort_by="self_cpu_time_total", row_limit=args.top, max_name_column_width=36, max_shapes_column_width=56)
+        sort_by="self_cpu_time_total", row_limit=args.top, max_name_column_width=60, max_shapes_column_width=56)
     print(table)
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name)
+        else:
+            os.environ[name] = before
 
 
 def main(argv=None) -> int:
