@@ -144,18 +144,18 @@ def whole_projections():
     return _WHOLE.within()
 
 
-def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, select, mask: torch.Tensor | None,
-                  packing=None) -> torch.Tensor:
-    """Context (B, Q, H) of the queries ``select(hidden)`` (B, Q, H) attending over ``hidden``:
-    (B, T, H), or the packed real tokens (N, H) of ``packing`` (a
-    :class:`~bertkit.model.unpadded.Packing`); ``select`` picks the query rows of any tensor
-    laid out as ``hidden``."""
+def _attention_at(attention: MultiHeadSelfAttention, hidden: torch.Tensor, queries: torch.Tensor, select,
+                  mask: torch.Tensor | None, packing=None) -> torch.Tensor:
+    """Context (B, Q, H) of ``queries`` (B, Q, H) attending over ``hidden``: (B, T, H), or the
+    packed real tokens (N, H) of ``packing`` (a :class:`~bertkit.model.unpadded.Packing`);
+    ``select`` picks the query rows of any tensor laid out as ``hidden`` (``queries`` is
+    ``select(hidden)``)."""
     heads, size = attention.num_heads, attention.head_size
     width = heads * size  # the hidden size, less any pruned heads
     layer = attention.qkv
     if type(layer) is nn.Linear and not _WHOLE.on:  # row blocks: views, no copy
         kv = F.linear(hidden, layer.weight[width:], layer.bias[width:])
-        query = F.linear(select(hidden), layer.weight[:width], layer.bias[:width])
+        query = F.linear(queries, layer.weight[:width], layer.bias[:width])
     else:  # a layer packed or quantised for inference computes as a whole, on its own kernels:
         # one product over every position (a second call on the query rows would be a second
         # use of the weight, which inductor's INT8 fusion then leaves in float)
@@ -185,7 +185,7 @@ def layer_at_positions(layer: EncoderLayer, hidden: torch.Tensor, mask: torch.Te
         def select(rows: torch.Tensor) -> torch.Tensor:
             return rows.index_select(0, packing.rows_at(positions).reshape(-1)).view(*positions.shape, -1)
     selected = select(hidden)  # queries and residual
-    attended = layer.attention.output(_attention_at(layer.attention.self, hidden, select, mask, packing),
+    attended = layer.attention.output(_attention_at(layer.attention.self, hidden, selected, select, mask, packing),
                                       selected)
     return layer.output(layer.intermediate(attended), attended)
 
