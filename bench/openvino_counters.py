@@ -6,7 +6,13 @@ sentences), run on packed SST-2 dev text: OpenVINO's own per-node counters (``PE
 summed by node type and kernel, averaged over the passes) and ``torch.profiler`` over
 bertkit's route at the same precision (bf16: the engine's prepared model; fp32; INT8: static
 INT8, its AOTInductor package built for this run with inductor's kernel profiling, in a
-temporary cache, so that the profiler sees its kernels and oneDNN calls).
+temporary cache, so that the profiler sees its kernels and oneDNN calls). That build is not
+max-autotuned: with kernel profiling, inductor's C++ INT8 GEMM templates fail to compile at a
+dynamic length (their profiler label holds the symbolic size, ``ms18*s41``), so on the classes
+that autotune (``static_int8.AUTOTUNED_CLASSES``) the autotuned package could not be profiled
+anyway and fell back to oneDNN; the profiled package runs every product on oneDNN, which the
+shipped autotuned package was measured level with at 1 x 40 to 32 x 128 (avx512_bf16 EPYC,
+docs/serving-results.md, seventh session).
 Each line gives milliseconds a pass and the share of the counted time, CPU clock.
 
     python bench/openvino_counters.py --batch 1x128 --routes ov:bf16,bertkit:bf16 --threads 1
@@ -89,7 +95,7 @@ def bertkit_profile(model, precision: str, batch, calibration, args) -> None:
         prepared = copy.deepcopy(model)
         static_int8.quantize_static(prepared, static_int8.calibration_batches(calibration))
         plain = static_int8.package_inductor_configs
-        static_int8.package_inductor_configs = lambda: {**plain(), "cpp.enable_kernel_profile": True}
+        static_int8.package_inductor_configs = lambda: {**_untuned(plain()), "cpp.enable_kernel_profile": True}
         with tempfile.TemporaryDirectory() as cache, _env(static_int8.CACHE_ENV, cache):
             static_int8.warm_up(prepared)
         static_int8.package_inductor_configs = plain
@@ -113,6 +119,12 @@ def bertkit_profile(model, precision: str, batch, calibration, args) -> None:
     table = prof.key_averages(group_by_input_shape=True).table(
         sort_by="self_cpu_time_total", row_limit=args.top, max_name_column_width=60, max_shapes_column_width=56)
     print(table)
+
+
+def _untuned(configs: dict) -> dict:
+    """``configs`` without max-autotune (see the module's doc: its templates do not compile
+    with kernel profiling at a dynamic length)."""
+    return {k: v for k, v in configs.items() if not k.startswith("max_autotune")}
 
 
 @contextlib.contextmanager
