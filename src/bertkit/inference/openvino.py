@@ -60,12 +60,16 @@ PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 layers 
 # sgemm, and 1.06-1.12x at 1 x 16-32; 2026-11-27) but 0.68-0.96x on SST-2 batches, and static
 # INT8 is level or ahead (0.99-1.18x, one thread; 2026-11-26); behind the server (BERT-Base-sized
 # fp32, two runs) OpenVINO answered a lone request 1.03-1.06x as fast but 0.51-0.58x the requests
-# at concurrency 32; an fp32 answer on OpenVINO also moves by ~1e-3. The avx512_bf16 EPYC was
-# measured and has no entry either: bf16 batches level (bertkit at 0.95-1.02x OpenVINO's speed,
-# one thread), and behind the server (base-sized) OpenVINO answered a lone request sooner on one
-# thread (p50 33.8 against 37.2 ms) but later on two (34.2 against 25.1) and fewer requests at
-# concurrency 32 either way (23.3-24.9 against 30.7-51.9 req/s); its INT8 led bertkit's by 4-14%
-# on batches but needs its own calibration route, not measured behind the server (2026-12-01).
+# at concurrency 32; an fp32 answer on OpenVINO also moves by ~1e-3. The avx512_bf16 EPYC has no
+# entry either. In one process OpenVINO's bf16 runs a lone input faster there (BERT-Base,
+# bench/inference.py --precision --seq-len L --batch-sizes 1; 2026-12-07, seventh session):
+# bertkit / OpenVINO 0.84-0.86 at 1 x 16, 0.88 at 1 x 32, 0.96 at 1 x 64 on one thread (CPU
+# clock), 0.85 and 0.87 at 1 x 32 and 1 x 64 on two (wall clock), 0.96-0.98 at 1 x 128, 1.02-1.06
+# on 8 and 32 x 128. But behind the server, at its default two threads with --model-process,
+# batches of at most 64 tokens on OpenVINO answered a lone request later (p50 38.5 against 30.5
+# ms, base-sized SST-2, 320 requests) and fewer requests at concurrency 32 (52.0 against 54.9);
+# on 2026-12-01, OpenVINO for every batch: sooner on one thread (p50 33.8 against 37.2 ms),
+# later on two (34.2 against 25.1). Static INT8 leads OpenVINO's INT8 there (1.02-1.16x).
 MEASURED_FASTER: dict[tuple[str, str], int] = {("amx", "bf16"): 64}
 
 
